@@ -1,0 +1,50 @@
+# queue-drain — every target builds what it needs from nothing.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PY_OK  := $(VENV)/.installed
+NODE_OK := node_modules/.installed
+
+.PHONY: setup run test test-fast lint format mypy check clean
+
+$(PY_OK): requirements.txt requirements-dev.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+$(NODE_OK): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+local.settings.json:
+	cp local.settings.json.sample $@
+
+setup: $(PY_OK) $(NODE_OK) local.settings.json
+
+## make run: Azurite + the Service Bus stand-in + the local function host on :7071 (Ctrl-C stops all three)
+run: setup
+	$(BIN)/python -m devstack run
+
+## make test: the whole suite against a real Azurite and the real broker started by the fixtures
+test: setup
+	$(BIN)/python -m pytest
+
+test-fast: setup
+	$(BIN)/python -m pytest -m "not faults and not slow"
+
+lint: $(PY_OK)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(PY_OK)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+mypy: $(PY_OK)
+	$(BIN)/mypy
+
+check: lint mypy test
+
+clean:
+	rm -rf $(VENV) node_modules .devstack .pytest_cache .mypy_cache .ruff_cache .hypothesis
