@@ -1,0 +1,68 @@
+"""queue-drain: push-driven, cost-aware draining of Azure Storage queues.
+
+Each function decodes its trigger input, calls one thing in `shared`, and encodes the answer.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import azure.functions as func
+
+from shared import api, runtime
+from shared.drain import drain_event
+from shared.errors import MalformedEvent
+from shared.events import TriggerEvent
+from shared.fallback import epoch_ms, poll
+
+log = logging.getLogger("queue_drain")
+
+runtime.load_settings()  # a bad app setting fails the host at start, naming the variable
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
+
+
+def http_response(result: api.ApiResponse) -> func.HttpResponse:
+    return func.HttpResponse(
+        body=result.encoded(), status_code=result.status, headers=dict(result.headers), mimetype=api.JSON
+    )
+
+
+@app.function_name("submit_batch")
+@app.route(route="batches", methods=["POST"])
+async def submit_batch(req: func.HttpRequest) -> func.HttpResponse:
+    headers = {k.lower(): v for k, v in req.headers.items()}
+    return http_response(await api.submit_batch(req.get_body(), headers))
+
+
+@app.function_name("batch_status")
+@app.route(route="batches/{batch_id}", methods=["GET"])
+async def batch_status(req: func.HttpRequest) -> func.HttpResponse:
+    return http_response(await api.batch_status(req.route_params.get("batch_id", "")))
+
+
+@app.function_name("queue_status")
+@app.route(route="queues", methods=["GET"])
+async def queue_status(req: func.HttpRequest) -> func.HttpResponse:
+    return http_response(await api.queue_status())
+
+
+@app.function_name("drain")
+@app.service_bus_queue_trigger(arg_name="msg", queue_name="%TRIGGER_QUEUE%", connection="ServiceBusConnection")
+async def drain(msg: func.ServiceBusMessage) -> None:
+    try:
+        event = TriggerEvent.decode(msg.get_body())
+        await drain_event(runtime.services(), event)
+    except MalformedEvent as e:
+        # Raised on purpose: Service Bus redelivers it and dead-letters it after MaxDeliveryCount.
+        log.error("malformed trigger event %s (delivery %s): %s", msg.message_id, msg.delivery_count, e)
+        raise
+
+
+@app.function_name("fallback_poll")
+@app.timer_trigger(arg_name="timer", schedule="%FALLBACK_SCHEDULE%", run_on_startup=False, use_monitor=True)
+async def fallback_poll(timer: func.TimerRequest) -> None:
+    outcomes = await poll(runtime.services())
+    acted = [o.as_dict(epoch_ms()) for o in outcomes if o.action != "not-due"]
+    if acted or timer.past_due:
+        log.info("fallback poll (past due: %s): %s", timer.past_due, acted)

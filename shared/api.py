@@ -1,0 +1,98 @@
+"""The HTTP API as plain data: each call returns an `ApiResponse`; errors become JSON bodies that name
+the problem. function_app.py only turns these into `func.HttpResponse` objects."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared import reports
+from shared.errors import RequestError, StorageError, StorageUnavailable
+from shared.runtime import services
+from shared.submit import submit
+
+log = logging.getLogger(__name__)
+
+JSON = "application/json"
+
+
+@dataclass(frozen=True)
+class ApiResponse:
+    status: int
+    body: Mapping[str, Any]
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def encoded(self) -> bytes:
+        return json.dumps(self.body, separators=(",", ":")).encode("utf-8")
+
+
+async def answer(call: Callable[[], Awaitable[ApiResponse]]) -> ApiResponse:
+    """Run an API call; map the project's errors to 4xx/503 JSON, anything else to a logged 500."""
+    try:
+        return await call()
+    except RequestError as e:
+        return ApiResponse(e.status, e.body())
+    except StorageUnavailable as e:
+        log.warning("storage unavailable: %s", e)
+        body = {"error": {"code": "storage_unavailable", "message": "storage is unreachable; retry later"}}
+        return ApiResponse(503, body, {"Retry-After": "5"})
+    except StorageError as e:
+        incident = uuid.uuid4().hex[:12]
+        log.error("storage error (incident %s): %s", incident, e)
+        return ApiResponse(
+            502, {"error": {"code": "storage_error", "message": "storage refused", "incident": incident}}
+        )
+    except Exception:
+        incident = uuid.uuid4().hex[:12]
+        log.exception("unhandled error (incident %s)", incident)
+        return ApiResponse(500, {"error": {"code": "internal", "message": "internal error", "incident": incident}})
+
+
+def status_url(batch_id: str) -> str:
+    return f"/api/batches/{batch_id}"
+
+
+async def submit_batch(body: bytes, headers: Mapping[str, str]) -> ApiResponse:
+    """`headers` with lower-case names."""
+
+    async def call() -> ApiResponse:
+        done = await submit(
+            services(),
+            body,
+            content_type=headers.get("content-type"),
+            content_encoding=headers.get("content-encoding"),
+            idempotency_key=headers.get("idempotency-key"),
+        )
+        manifest = done.manifest
+        url = status_url(manifest.batch_id)
+        answer_body = {
+            "batch_id": manifest.batch_id,
+            "items": manifest.items,
+            "chunks": manifest.chunks,
+            "status_url": url,
+            "trigger": done.trigger,
+        }
+        out_headers = {"Location": url}
+        if done.replayed:
+            out_headers["Idempotent-Replayed"] = "true"
+        return ApiResponse(202, answer_body, out_headers)
+
+    return await answer(call)
+
+
+async def batch_status(batch_id: str) -> ApiResponse:
+    async def call() -> ApiResponse:
+        return ApiResponse(200, await reports.read_batch_status(services(), batch_id))
+
+    return await answer(call)
+
+
+async def queue_status() -> ApiResponse:
+    async def call() -> ApiResponse:
+        return ApiResponse(200, await reports.read_queue_status(services()))
+
+    return await answer(call)

@@ -1,0 +1,113 @@
+"""The project's error tree. SDK exceptions are translated into these at the I/O boundary."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+class QueueDrainError(Exception):
+    """Base class of every error this app raises on purpose."""
+
+
+class SettingsError(QueueDrainError):
+    """Raised when an app setting is missing or malformed; the message names the variable."""
+
+    def __init__(self, variable: str, problem: str) -> None:
+        super().__init__(f"setting {variable}: {problem}")
+        self.variable = variable
+        self.problem = problem
+
+
+class RequestError(QueueDrainError):
+    """Raised when a client request cannot be accepted; maps to a 4xx JSON answer."""
+
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: Mapping[str, Any] = details
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message, **self.details}}
+
+
+class MalformedRequest(RequestError):
+    """Raised when the body is not valid gzip, UTF-8, JSON or NDJSON, or has the wrong shape."""
+
+    code = "malformed_request"
+
+
+class LimitExceeded(RequestError):
+    """Raised when a request breaks a configured limit; `limit` names the setting."""
+
+    code = "limit_exceeded"
+
+    def __init__(self, message: str, *, limit: str, maximum: int, status: int = 413, **details: Any) -> None:
+        super().__init__(message, limit=limit, maximum=maximum, **details)
+        self.status = status
+
+
+class UnsupportedMediaType(RequestError):
+    """Raised when Content-Type or Content-Encoding is not one this API reads."""
+
+    status = 415
+    code = "unsupported_media_type"
+
+
+class IdempotencyConflict(RequestError):
+    """Raised when an Idempotency-Key is reused with a different body, or while its first use is in flight."""
+
+    status = 409
+    code = "idempotency_conflict"
+
+
+class NotFound(RequestError):
+    """Raised when a requested resource (a batch, a poison chunk) does not exist."""
+
+    status = 404
+    code = "not_found"
+
+
+class StorageError(QueueDrainError):
+    """Raised when Azure Storage answers with an error this app does not handle itself."""
+
+    def __init__(self, operation: str, message: str, *, status: int | None = None, code: str | None = None) -> None:
+        super().__init__(f"{operation}: {message}")
+        self.operation = operation
+        self.status = status
+        self.error_code = code
+
+
+class StorageUnavailable(StorageError):
+    """Raised when Azure Storage cannot be reached (connection, DNS, timeout)."""
+
+
+class ResourceMissing(StorageError):
+    """Raised when a blob, container or queue does not exist."""
+
+
+class ResourceConflict(StorageError):
+    """Raised when something already exists or a lease is held by someone else."""
+
+
+class PreconditionFailed(StorageError):
+    """Raised when an ETag or lease condition no longer holds (someone else wrote first)."""
+
+
+class TriggerUnavailable(QueueDrainError):
+    """Raised when a trigger event cannot be published to Service Bus."""
+
+
+class MalformedEvent(QueueDrainError):
+    """Raised when a trigger event cannot be decoded; the Service Bus trigger lets it dead-letter."""
+
+
+class MalformedEnvelope(QueueDrainError):
+    """Raised when a work-queue message is not a chunk envelope this app wrote."""
+
+
+class HandlerError(QueueDrainError):
+    """Raised when the configured chunk handler cannot be loaded or breaks its contract."""

@@ -1,0 +1,95 @@
+"""The fallback poller: a low-frequency safety net that finds work no trigger announced.
+
+The timer ticks often, but a queue is looked at only when its back-off says it is due: one depth read.
+Empty: the interval grows (capped). Work and no drainer: a `fallback` trigger is published, or, if
+Service Bus is unreachable, the queue is drained right here within the tick's budget.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from shared.backoff import PollState
+from shared.drain import Drainer
+from shared.errors import ResourceMissing, TriggerUnavailable
+from shared.events import Reason, TriggerEvent
+from shared.fallback_state import to_view
+from shared.leases import active_drainers
+from shared.runtime import Services
+from shared.storage import translated
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PollOutcome:
+    queue: str
+    action: str  # not-due | idle | busy | waiting | triggered | drained
+    depth: int | None
+    state: PollState
+
+    def as_dict(self, now_ms: int) -> dict[str, Any]:
+        return {"queue": self.queue, "action": self.action, "depth": self.depth, "backoff": to_view(self.state, now_ms)}
+
+
+def epoch_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def poll(services: Services, *, budget_s: float | None = None) -> list[PollOutcome]:
+    deadline = time.monotonic() + (budget_s if budget_s is not None else services.settings.drain_budget_s)
+    return [await poll_queue(services, q, deadline) for q in services.settings.partition_queues()]
+
+
+async def poll_queue(services: Services, queue: str, deadline: float) -> PollOutcome:
+    store = services.backoff
+    now_ms = epoch_ms()
+    state = await store.load(queue, now_ms)
+    if not state.is_due(now_ms):
+        return PollOutcome(queue, "not-due", None, state)
+    depth = await queue_depth(services, queue)
+    if depth == 0:
+        state = store.policy.after_idle(state, now_ms=now_ms, u=random.random())
+        await store.save(queue, state)
+        log.info("fallback: %s is empty; next look in %.0f s", queue, (state.next_due_ms - now_ms) / 1000)
+        return PollOutcome(queue, "idle", 0, state)
+    action = await act_on_work(services, queue, depth, deadline)
+    state = store.policy.after_work(state, now_ms=epoch_ms(), u=random.random())
+    await store.save(queue, state)
+    return PollOutcome(queue, action, depth, state)
+
+
+async def act_on_work(services: Services, queue: str, depth: int, deadline: float) -> str:
+    container = await services.storage.ensure_container(services.settings.state_container)
+    if await active_drainers(container, queue):
+        return "busy"
+    client = services.storage.queue(queue)
+    async with translated(f"peek {queue}"):
+        visible = bool(await client.peek_messages(max_messages=1))
+    if not visible:
+        # Messages exist but are invisible: in a retry delay (a retry-due event is scheduled) or in flight.
+        return "waiting"
+    event = TriggerEvent(services.settings.account_name, queue, Reason.FALLBACK, payload_size=0)
+    try:
+        await services.publisher.publish(event)
+        log.warning("fallback: %s holds about %d message(s) no trigger announced; trigger published", queue, depth)
+        return "triggered"
+    except TriggerUnavailable as e:
+        log.warning("fallback: Service Bus unreachable (%s); draining %s here", e, queue)
+    budget = max(1.0, deadline - time.monotonic())
+    await Drainer(services, queue, reason=Reason.FALLBACK, budget_s=budget).run()
+    return "drained"
+
+
+async def queue_depth(services: Services, queue: str) -> int:
+    """Approximate message count, invisible messages included (one transaction); 0 for a missing queue."""
+    try:
+        async with translated(f"depth of {queue}"):
+            properties = await services.storage.queue(queue).get_queue_properties()
+    except ResourceMissing:
+        return 0
+    return int(properties.approximate_message_count or 0)

@@ -1,0 +1,193 @@
+"""Decode a submitted body into items, enforcing every limit before anything is stored (pure)."""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from shared.errors import LimitExceeded, MalformedRequest, UnsupportedMediaType
+from shared.settings import Settings
+
+JSON_TYPES = frozenset({"application/json", "text/json"})
+NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines"})
+# Below this many decompressed bytes the ratio test is not applied: tiny repetitive bodies compress well legitimately.
+GZIP_RATIO_FLOOR_BYTES = 1 << 20
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_body_bytes: int
+    max_items: int
+    max_item_bytes: int
+    max_json_depth: int
+    max_gzip_ratio: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Limits:
+        return cls(
+            max_body_bytes=settings.max_body_bytes,
+            max_items=settings.max_items,
+            max_item_bytes=settings.max_item_bytes,
+            max_json_depth=settings.max_json_depth,
+            max_gzip_ratio=settings.max_gzip_ratio,
+        )
+
+
+@dataclass(frozen=True)
+class Intake:
+    """The accepted items, each as its compact JSON text, with their total encoded size."""
+
+    items: list[str]
+    encoded_bytes: int
+
+
+def media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def decode_body(body: bytes, *, content_type: str | None, content_encoding: str | None, limits: Limits) -> Intake:
+    kind = media_type(content_type)
+    if kind not in JSON_TYPES and kind not in NDJSON_TYPES:
+        raise UnsupportedMediaType(
+            f"Content-Type must be application/json or application/x-ndjson, not {kind or 'missing'!r}",
+            supported=sorted(JSON_TYPES | NDJSON_TYPES),
+        )
+    raw = decompress(body, content_encoding, limits)
+    if len(raw) > limits.max_body_bytes:
+        raise LimitExceeded(
+            f"body is {len(raw)} bytes, more than MAX_BODY_BYTES", limit="MAX_BODY_BYTES", maximum=limits.max_body_bytes
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise MalformedRequest(f"body is not valid UTF-8 (byte {e.start})") from None
+    items = parse_ndjson(text, limits) if kind in NDJSON_TYPES else parse_json(text, limits)
+    return Intake(items=items, encoded_bytes=sum(len(i) for i in items))
+
+
+def decompress(body: bytes, content_encoding: str | None, limits: Limits) -> bytes:
+    encoding = (content_encoding or "identity").strip().lower()
+    if encoding == "identity":
+        return body
+    if encoding not in {"gzip", "x-gzip"}:
+        raise UnsupportedMediaType(f"Content-Encoding {encoding!r} is not supported (gzip or identity)")
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        # One byte past the limit is enough to know it was broken; a bomb never inflates further.
+        out = inflater.decompress(body, limits.max_body_bytes + 1)
+    except zlib.error as e:
+        raise MalformedRequest(f"body is not valid gzip ({e})") from None
+    if len(out) > limits.max_body_bytes:
+        raise LimitExceeded(
+            "decompressed body is larger than MAX_BODY_BYTES", limit="MAX_BODY_BYTES", maximum=limits.max_body_bytes
+        )
+    if not inflater.eof:
+        raise MalformedRequest("gzip body is truncated")
+    if inflater.unused_data:
+        raise MalformedRequest("gzip body has trailing data after the first member")
+    if len(out) >= GZIP_RATIO_FLOOR_BYTES and len(out) > limits.max_gzip_ratio * max(1, len(body)):
+        raise LimitExceeded(
+            f"gzip body inflates {len(out) // max(1, len(body))}x, more than MAX_GZIP_RATIO",
+            limit="MAX_GZIP_RATIO",
+            maximum=limits.max_gzip_ratio,
+        )
+    return out
+
+
+def json_depth(text: str) -> int:
+    """Deepest nesting of arrays/objects in JSON text (strings, which may hold brackets, are skipped)."""
+    bare = _STRING.sub("", text)
+    depth = deepest = 0
+    for match in re.finditer(r"[\[\]{}]", bare):
+        if match.group() in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def check_depth(text: str, limits: Limits, *, extra: int = 0, where: str = "body") -> None:
+    depth = json_depth(text)
+    if depth - extra > limits.max_json_depth:
+        raise LimitExceeded(
+            f"{where} nests {depth - extra} levels deep, more than MAX_JSON_DEPTH",
+            limit="MAX_JSON_DEPTH",
+            maximum=limits.max_json_depth,
+            status=400,
+        )
+
+
+def loads(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise MalformedRequest(f"{where} nests too deeply to parse") from None
+    except ValueError as e:
+        raise MalformedRequest(f"{where} is not valid JSON: {e}") from None
+
+
+def encode_item(item: Any) -> str:
+    # ASCII-escaped: queue messages travel in an XML body, and sizes are then exact byte counts.
+    return json.dumps(item, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+
+
+def parse_json(text: str, limits: Limits) -> list[str]:
+    # `{"items": [...]}` adds two levels around each item.
+    check_depth(text, limits, extra=2)
+    document = loads(text, "body")
+    if not isinstance(document, dict) or "items" not in document:
+        raise MalformedRequest('body must be a JSON object with an "items" array')
+    items = document["items"]
+    if not isinstance(items, list):
+        raise MalformedRequest(f'"items" must be an array, not {type(items).__name__}')
+    unknown = sorted(set(document) - {"items"})
+    if unknown:
+        raise MalformedRequest(f"unknown top-level field(s): {', '.join(unknown[:5])}")
+    check_count(len(items), limits)
+    try:
+        return [checked_item(encode_item(item), n, limits) for n, item in enumerate(items)]
+    except ValueError as e:  # NaN/Infinity sneak in through Python's lenient parser
+        raise MalformedRequest(f"items contain a value JSON cannot carry: {e}") from None
+
+
+def parse_ndjson(text: str, limits: Limits) -> list[str]:
+    items: list[str] = []
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        if len(items) >= limits.max_items:
+            check_count(len(items) + 1, limits)
+        check_depth(line, limits, where=f"line {line_no}")
+        item = loads(line, f"line {line_no}")
+        try:
+            items.append(checked_item(encode_item(item), len(items), limits))
+        except ValueError as e:
+            raise MalformedRequest(f"line {line_no} holds a value JSON cannot carry: {e}") from None
+    check_count(len(items), limits)
+    return items
+
+
+def check_count(count: int, limits: Limits) -> None:
+    if count == 0:
+        raise MalformedRequest("the batch has no items")
+    if count > limits.max_items:
+        raise LimitExceeded(
+            f"the batch has more than MAX_ITEMS ({limits.max_items}) items", limit="MAX_ITEMS", maximum=limits.max_items
+        )
+
+
+def checked_item(encoded: str, index: int, limits: Limits) -> str:
+    size = len(encoded)  # ASCII: characters are bytes
+    if size > limits.max_item_bytes:
+        raise LimitExceeded(
+            f"item {index} is {size} bytes, more than MAX_ITEM_BYTES",
+            limit="MAX_ITEM_BYTES",
+            maximum=limits.max_item_bytes,
+            item=index,
+        )
+    return encoded

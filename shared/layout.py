@@ -1,0 +1,52 @@
+"""Where things live in storage: blob names for manifests, claim checks, results, leases and back-off state."""
+
+from __future__ import annotations
+
+RESULT_SUFFIX = ".json"
+
+
+def manifest_blob(batch_id: str) -> str:
+    return f"{batch_id}/manifest.json"
+
+
+def claim_check_blob(batch_id: str, chunk: int, gen: int = 0) -> str:
+    suffix = f"-g{gen}" if gen else ""
+    return f"{batch_id}/chunks/{chunk:06d}{suffix}.json.gz"
+
+
+def results_prefix(batch_id: str) -> str:
+    return f"{batch_id}/"
+
+
+def result_blob(batch_id: str, chunk: int, gen: int, first: int) -> str:
+    """One blob per message lineage: chunk, generation and the first position the message carries.
+
+    A redelivered message overwrites its own result, never adds one. Messages of the same chunk and
+    generation (retried items and poisoned items split from one parent) carry disjoint positions,
+    so their first positions differ.
+    """
+    return f"{batch_id}/{chunk:06d}/{gen:03d}-{first:06d}{RESULT_SUFFIX}"
+
+
+def parse_result_blob(name: str) -> tuple[int, int, int] | None:
+    """(chunk, gen, first) of a result blob name, or None if the name is not one."""
+    parts = name.split("/")
+    if len(parts) != 3 or not parts[2].endswith(RESULT_SUFFIX):
+        return None
+    chunk = parts[1]
+    gen, sep, first = parts[2][: -len(RESULT_SUFFIX)].partition("-")
+    if not (sep and chunk.isdigit() and gen.isdigit() and first.isdigit()):
+        return None
+    return int(chunk), int(gen), int(first)
+
+
+def lease_prefix(queue: str) -> str:
+    return f"leases/{queue}/"
+
+
+def lease_blob(queue: str, slot: int) -> str:
+    return f"{lease_prefix(queue)}{slot}"
+
+
+def backoff_blob(queue: str) -> str:
+    return f"backoff/{queue}.json"

@@ -1,0 +1,93 @@
+"""Drain leases: one blob lease per queue and slot, so a bounded number of drainers work a queue."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from azure.storage.blob.aio import BlobLeaseClient, ContainerClient
+
+from shared import layout
+from shared.errors import ResourceConflict, ResourceMissing, StorageError
+from shared.storage import translated
+
+log = logging.getLogger(__name__)
+
+
+class DrainLease:
+    """Held while a drainer works a queue slot; renewed in the background every third of its period."""
+
+    def __init__(self, container: ContainerClient, queue: str, slot: int, *, lease_s: int) -> None:
+        self.queue, self.slot, self.lease_s = queue, slot, lease_s
+        self._blob = container.get_blob_client(layout.lease_blob(queue, slot))
+        self._lease: BlobLeaseClient | None = None
+        self._renewer: asyncio.Task[None] | None = None
+        self.lost = asyncio.Event()
+
+    async def acquire(self, on_renew: Callable[[], Awaitable[None]] | None = None) -> bool:
+        """True if this drainer now holds the slot; False if someone else does."""
+        lease = BlobLeaseClient(self._blob)
+        try:
+            await self._acquire(lease)
+        except ResourceMissing:
+            await self._create_blob()
+            try:
+                await self._acquire(lease)
+            except ResourceConflict:
+                return False
+        except ResourceConflict:
+            return False
+        self._lease = lease
+        self.lost.clear()
+        self._renewer = asyncio.create_task(self._renew_forever(on_renew), name=f"lease {self.queue}/{self.slot}")
+        return True
+
+    async def _acquire(self, lease: BlobLeaseClient) -> None:
+        async with translated(f"acquire drain lease {self.queue}/{self.slot}"):
+            await lease.acquire(lease_duration=self.lease_s)
+
+    async def _create_blob(self) -> None:
+        try:
+            async with translated(f"create lease blob {self.queue}/{self.slot}"):
+                await self._blob.upload_blob(b"", overwrite=False)
+        except ResourceConflict:
+            pass  # created meanwhile by another drainer, or leased: acquire decides
+
+    async def _renew_forever(self, on_renew: Callable[[], Awaitable[None]] | None) -> None:
+        assert self._lease is not None
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            try:
+                async with translated(f"renew drain lease {self.queue}/{self.slot}"):
+                    await self._lease.renew()
+            except StorageError as e:
+                log.warning("drain lease %s/%d lost: %s", self.queue, self.slot, e)
+                self.lost.set()
+                return
+            if on_renew is not None:
+                await on_renew()
+
+    async def release(self) -> None:
+        if self._renewer is not None:
+            self._renewer.cancel()
+            await asyncio.gather(self._renewer, return_exceptions=True)
+            self._renewer = None
+        if self._lease is not None and not self.lost.is_set():
+            try:
+                async with translated(f"release drain lease {self.queue}/{self.slot}"):
+                    await self._lease.release()
+            except StorageError as e:
+                # It expires by itself within lease_s; the watchdog covers anything left behind.
+                log.warning("releasing drain lease %s/%d failed: %s", self.queue, self.slot, e)
+        self._lease = None
+
+
+async def active_drainers(container: ContainerClient, queue: str) -> int:
+    """How many slots of `queue` are leased right now (one listing transaction)."""
+    count = 0
+    async with translated(f"list drain leases of {queue}"):
+        async for blob in container.list_blobs(name_starts_with=layout.lease_prefix(queue)):
+            if blob.lease.state == "leased":
+                count += 1
+    return count

@@ -1,0 +1,103 @@
+"""Publishing trigger events to Service Bus, behind a small interface.
+
+The engine only needs `publish` (now or at a time) and `cancel`; tests of the engine can swap in
+any object with that shape. `ServiceBusPublisher` is the real one (aio SDK, one reused sender).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime
+from typing import Any, Protocol
+
+from azure.servicebus import ServiceBusMessage
+from azure.servicebus.aio import ServiceBusClient, ServiceBusSender
+from azure.servicebus.exceptions import ServiceBusError
+
+from shared.errors import TriggerUnavailable
+from shared.events import TriggerEvent
+from shared.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class Publisher(Protocol):
+    async def publish(self, event: TriggerEvent, *, at: datetime | None = None) -> int | None:
+        """Send `event` now, or schedule it for `at` (returns the sequence number to cancel it)."""
+        ...
+
+    async def cancel(self, sequence_number: int) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+def to_message(event: TriggerEvent) -> ServiceBusMessage:
+    return ServiceBusMessage(
+        event.encode(),
+        content_type="application/json",
+        subject=event.reason.value,
+        application_properties={"queue": event.queue, "reason": event.reason.value},
+    )
+
+
+class ServiceBusPublisher:
+    """One client and one sender per event loop, reopened after a failure."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._client: ServiceBusClient | None = None
+        self._sender: ServiceBusSender | None = None
+        self._lock = asyncio.Lock()
+
+    def _new_client(self) -> ServiceBusClient:
+        conn = self._settings.servicebus
+        # Few, fast retries: an unreachable broker must not hold up an HTTP answer; the fallback covers.
+        options: dict[str, Any] = {"retry_total": 1, "retry_backoff_factor": 0.2, "retry_backoff_max": 1}
+        if conn.connection_string is not None:
+            return ServiceBusClient.from_connection_string(conn.connection_string, **options)
+        from azure.identity.aio import DefaultAzureCredential
+
+        assert conn.namespace is not None
+        credential = DefaultAzureCredential(managed_identity_client_id=conn.client_id)
+        return ServiceBusClient(conn.namespace, credential, **options)
+
+    async def _get_sender(self) -> ServiceBusSender:
+        async with self._lock:
+            if self._sender is None:
+                self._client = self._new_client()
+                self._sender = self._client.get_queue_sender(self._settings.trigger_queue)
+            return self._sender
+
+    async def _reset(self) -> None:
+        async with self._lock:
+            sender, client = self._sender, self._client
+            self._sender = self._client = None
+        for closeable in (sender, client):
+            if closeable is not None:
+                try:
+                    await closeable.close()
+                except (ServiceBusError, OSError, asyncio.TimeoutError) as e:
+                    log.debug("closing a failed Service Bus link: %s", e)
+
+    async def _call(self, what: str, action: Any) -> Any:
+        try:
+            sender = await self._get_sender()
+            return await asyncio.wait_for(action(sender), self._settings.publish_timeout_s)
+        except (ServiceBusError, OSError, asyncio.TimeoutError, ValueError) as e:
+            await self._reset()
+            raise TriggerUnavailable(f"{what} on {self._settings.trigger_queue}: {type(e).__name__}: {e}") from e
+
+    async def publish(self, event: TriggerEvent, *, at: datetime | None = None) -> int | None:
+        message = to_message(event)
+        if at is None:
+            await self._call(f"publish {event.reason.value}", lambda s: s.send_messages(message))
+            return None
+        numbers = await self._call(f"schedule {event.reason.value}", lambda s: s.schedule_messages(message, at))
+        return int(numbers[0])
+
+    async def cancel(self, sequence_number: int) -> None:
+        await self._call("cancel scheduled event", lambda s: s.cancel_scheduled_messages(sequence_number))
+
+    async def close(self) -> None:
+        await self._reset()

@@ -1,0 +1,70 @@
+"""Read-side views: one batch's status, and the state of every work queue (I/O around pure aggregation)."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from shared import layout
+from shared.batches import Manifest, is_batch_id
+from shared.errors import NotFound, ResourceMissing
+from shared.fallback import queue_depth
+from shared.fallback_state import to_view
+from shared.leases import active_drainers
+from shared.runtime import Services
+from shared.status import ResultEntry, batch_status
+from shared.storage import read_json, translated
+
+STARTED_AT = datetime.now(timezone.utc).isoformat()
+
+
+async def read_batch_status(services: Services, batch_id: str) -> dict[str, Any]:
+    """Manifest (one read) plus one listing of its result blobs with their metadata."""
+    if not is_batch_id(batch_id):
+        raise NotFound("no batch has this id (batch ids are 32 lowercase hex digits)", batch_id=batch_id[:64])
+    settings = services.settings
+    try:
+        doc, _ = await read_json(services.storage.container(settings.batches_container), layout.manifest_blob(batch_id))
+    except ResourceMissing:
+        raise NotFound(f"no batch {batch_id}", batch_id=batch_id) from None
+    manifest = Manifest.from_json(doc)
+    entries: list[ResultEntry] = []
+    results = services.storage.container(settings.results_container)
+    try:
+        async with translated(f"list results of {batch_id}"):
+            async for blob in results.list_blobs(
+                name_starts_with=layout.results_prefix(batch_id), include=["metadata"]
+            ):
+                key = layout.parse_result_blob(blob.name)
+                if key is not None:
+                    entries.append(ResultEntry.from_metadata(key, blob.metadata or {}, blob.last_modified))
+    except ResourceMissing:
+        pass  # no result was ever written
+    return batch_status(manifest, entries)
+
+
+async def read_queue_status(services: Services) -> dict[str, Any]:
+    settings = services.settings
+    state = await services.storage.ensure_container(settings.state_container)
+    now_ms = int(time.time() * 1000)
+    partitions = []
+    for queue in settings.partition_queues():
+        backoff = await services.backoff.load(queue, now_ms)
+        partitions.append(
+            {
+                "queue": queue,
+                "depth": await queue_depth(services, queue),
+                "poison_depth": await queue_depth(services, settings.poison_queue(queue)),
+                "active_drainers": await active_drainers(state, queue),
+                "draining_here": sorted(slot for q, slot in services.draining if q == queue),
+                "fallback_backoff": to_view(backoff, now_ms),
+            }
+        )
+    totals = services.counter.totals()
+    return {
+        "account": settings.account_name,
+        "trigger_queue": settings.trigger_queue,
+        "partitions": partitions,
+        "storage_transactions": {"since": STARTED_AT, "total": sum(totals.values()), "by_operation": totals},
+    }

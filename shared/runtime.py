@@ -1,0 +1,89 @@
+"""The process's settings (read once, at import of function_app) and its services, one set per event loop.
+
+Azure SDK aio clients belong to the loop that created them; the Functions worker runs every async
+function on one loop, so in production there is exactly one `Services`. Tests and tools that run
+several loops get one each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import weakref
+from dataclasses import dataclass, field
+
+from shared.fallback_state import BackoffStore
+from shared.handlers import ChunkHandler, load_handler
+from shared.metering import TransactionCounter
+from shared.publisher import Publisher, ServiceBusPublisher
+from shared.settings import Settings
+from shared.storage import Storage
+
+log = logging.getLogger(__name__)
+
+COUNTER = TransactionCounter()
+
+
+@dataclass
+class Services:
+    settings: Settings
+    storage: Storage
+    publisher: Publisher
+    handler: ChunkHandler
+    counter: TransactionCounter
+    backoff: BackoffStore
+    # (queue, slot) pairs this process is draining right now: a duplicate trigger costs no transaction.
+    draining: set[tuple[str, int]] = field(default_factory=set)
+    # batch id -> committed attempt, for batches whose manifest was read as accepted (immutable from then on).
+    committed: dict[str, str] = field(default_factory=dict)
+
+    async def close(self) -> None:
+        await self.publisher.close()
+        await self.storage.close()
+
+
+_settings: Settings | None = None
+_services: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Services] = weakref.WeakKeyDictionary()
+
+
+def load_settings() -> Settings:
+    """Build the settings from the environment once; a bad value raises SettingsError naming it."""
+    global _settings
+    if _settings is None:
+        _settings = Settings.from_env(os.environ)
+        load_handler(_settings.handler)  # fail at start, not at the first chunk
+    return _settings
+
+
+def configure(settings: Settings) -> None:
+    """Replace the settings (tests, tools); services built from the old ones are dropped."""
+    global _settings
+    _settings = settings
+    _services.clear()
+
+
+def services() -> Services:
+    """The services of the running event loop, built on first use."""
+    loop = asyncio.get_running_loop()
+    found = _services.get(loop)
+    if found is None:
+        settings = load_settings()
+        storage = Storage(settings, COUNTER)
+        found = Services(
+            settings=settings,
+            storage=storage,
+            publisher=ServiceBusPublisher(settings),
+            handler=load_handler(settings.handler),
+            counter=COUNTER,
+            backoff=BackoffStore(storage, settings),
+        )
+        _services[loop] = found
+    return found
+
+
+async def close() -> None:
+    """Close the running loop's services (tests and tools; the Functions worker never needs to)."""
+    found = _services.pop(asyncio.get_running_loop(), None)
+    if found is not None:
+        await found.close()

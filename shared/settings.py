@@ -1,0 +1,272 @@
+"""One typed settings object, built once from the environment (app settings / local.settings.json).
+
+Nothing else in the app reads `os.environ`. A bad value fails at start with the variable's name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from enum import Enum
+from typing import Any
+from urllib.parse import urlparse
+
+from shared.errors import SettingsError
+
+QUEUE_NAME = re.compile(r"^[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]$")
+CONTAINER_NAME = QUEUE_NAME
+SERVICEBUS_ENTITY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,259}$")
+HANDLER_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+# A queue message holds 64 KiB; the design keeps inline chunks under the base64-inflated size.
+QUEUE_MESSAGE_MAX_BYTES = 64 * 1024
+INLINE_MAX_BYTES = QUEUE_MESSAGE_MAX_BYTES * 3 // 4
+# Resolved by the Functions host from app settings (%NAME% in bindings), so they cannot default here.
+BINDING_SETTINGS = ("TRIGGER_QUEUE", "FALLBACK_SCHEDULE")
+
+
+class Decrease(str, Enum):
+    """What the fallback's interval does when it finds work."""
+
+    RESET = "reset"
+    HALVE = "halve"
+
+
+@dataclass(frozen=True)
+class StorageConnection:
+    """Either a connection string or identity-based service URIs (`<name>__queueServiceUri` ...)."""
+
+    setting: str
+    connection_string: str | None = None
+    queue_url: str | None = None
+    blob_url: str | None = None
+    client_id: str | None = None
+
+    @property
+    def uses_identity(self) -> bool:
+        return self.connection_string is None
+
+
+@dataclass(frozen=True)
+class ServiceBusConnection:
+    """Either a connection string or `<name>__fullyQualifiedNamespace` with a managed identity."""
+
+    setting: str
+    connection_string: str | None = None
+    namespace: str | None = None
+    client_id: str | None = None
+
+
+def env(name: str, *, minimum: float | None = None, maximum: float | None = None) -> dict[str, Any]:
+    return {"env": name, "min": minimum, "max": maximum}
+
+
+@dataclass(frozen=True)
+class Settings:
+    storage: StorageConnection
+    servicebus: ServiceBusConnection
+    trigger_queue: str = field(default="queue-drain-trigger", metadata=env("TRIGGER_QUEUE"))
+    fallback_schedule: str = field(default="0 */1 * * * *", metadata=env("FALLBACK_SCHEDULE"))
+    work_queue: str = field(default="work-items", metadata=env("WORK_QUEUE"))
+    partitions: int = field(default=1, metadata=env("WORK_QUEUE_PARTITIONS", minimum=1, maximum=64))
+    batches_container: str = field(default="queue-drain-batches", metadata=env("BATCHES_CONTAINER"))
+    results_container: str = field(default="queue-drain-results", metadata=env("RESULTS_CONTAINER"))
+    state_container: str = field(default="queue-drain-state", metadata=env("STATE_CONTAINER"))
+    # intake limits
+    max_body_bytes: int = field(default=64 * 2**20, metadata=env("MAX_BODY_BYTES", minimum=1024))
+    max_items: int = field(default=250_000, metadata=env("MAX_ITEMS", minimum=1))
+    max_item_bytes: int = field(default=256 * 1024, metadata=env("MAX_ITEM_BYTES", minimum=64))
+    max_json_depth: int = field(default=32, metadata=env("MAX_JSON_DEPTH", minimum=2, maximum=512))
+    max_gzip_ratio: int = field(default=200, metadata=env("MAX_GZIP_RATIO", minimum=2))
+    # chunking
+    chunk_max_items: int = field(default=500, metadata=env("CHUNK_MAX_ITEMS", minimum=1, maximum=100_000))
+    chunk_max_bytes: int = field(default=4 * 2**20, metadata=env("CHUNK_MAX_BYTES", minimum=1024))
+    # draining
+    receive_batch: int = field(default=32, metadata=env("RECEIVE_BATCH", minimum=1, maximum=32))
+    receivers: int = field(default=4, metadata=env("RECEIVERS", minimum=1, maximum=64))
+    chunk_concurrency: int = field(default=16, metadata=env("CHUNK_CONCURRENCY", minimum=1, maximum=1024))
+    visibility_timeout_s: int = field(default=60, metadata=env("VISIBILITY_TIMEOUT_S", minimum=1, maximum=7 * 86400))
+    drain_budget_s: float = field(default=240.0, metadata=env("DRAIN_BUDGET_S", minimum=1))
+    lease_s: int = field(default=30, metadata=env("LEASE_S", minimum=15, maximum=60))
+    max_drainers_per_queue: int = field(default=4, metadata=env("MAX_DRAINERS_PER_QUEUE", minimum=1, maximum=64))
+    scale_out_depth: int = field(default=200, metadata=env("SCALE_OUT_DEPTH", minimum=1))
+    max_dequeue_count: int = field(default=5, metadata=env("MAX_DEQUEUE_COUNT", minimum=1, maximum=100))
+    retry_base_delay_ms: int = field(default=1_000, metadata=env("RETRY_BASE_DELAY_MS", minimum=0))
+    retry_max_delay_ms: int = field(default=300_000, metadata=env("RETRY_MAX_DELAY_MS", minimum=0))
+    retry_jitter: bool = field(default=True, metadata=env("RETRY_JITTER"))
+    staging_ttl_s: int = field(default=3600, metadata=env("STAGING_TTL_S", minimum=1))
+    # fallback poller
+    backoff_floor_ms: int = field(default=60_000, metadata=env("BACKOFF_FLOOR_MS", minimum=100))
+    backoff_ceiling_ms: int = field(default=1_800_000, metadata=env("BACKOFF_CEILING_MS", minimum=100))
+    backoff_exponent: float = field(default=2.0, metadata=env("BACKOFF_EXPONENT", minimum=1.0, maximum=10.0))
+    backoff_jitter: float = field(default=0.1, metadata=env("BACKOFF_JITTER", minimum=0.0, maximum=0.5))
+    backoff_decrease: Decrease = field(default=Decrease.RESET, metadata=env("BACKOFF_DECREASE"))
+    # Service Bus publishing
+    publish_timeout_s: float = field(default=5.0, metadata=env("PUBLISH_TIMEOUT_S", minimum=0.1))
+    # the chunk handler and the default billing handler's revenue shares
+    handler: str = field(default="shared.handlers.billing:handle", metadata=env("HANDLER"))
+    billing_author_share: Decimal = field(default=Decimal("0.70"), metadata=env("BILLING_AUTHOR_SHARE"))
+    billing_distributor_share: Decimal = field(default=Decimal("0.20"), metadata=env("BILLING_DISTRIBUTOR_SHARE"))
+
+    def __post_init__(self) -> None:
+        check_name("TRIGGER_QUEUE", self.trigger_queue, SERVICEBUS_ENTITY)
+        check_name("WORK_QUEUE", self.work_queue, QUEUE_NAME)
+        longest = max(self.partition_queues(), key=len) + "-poison"
+        check_name("WORK_QUEUE", longest, QUEUE_NAME)
+        for variable in ("BATCHES_CONTAINER", "RESULTS_CONTAINER", "STATE_CONTAINER"):
+            check_name(variable, getattr(self, variable.lower()), CONTAINER_NAME)
+        check_name("HANDLER", self.handler, HANDLER_REF)
+        if len(self.fallback_schedule.split()) != 6:
+            raise SettingsError("FALLBACK_SCHEDULE", "must be a 6-field NCRONTAB expression (second first)")
+        if self.backoff_ceiling_ms < self.backoff_floor_ms:
+            raise SettingsError("BACKOFF_CEILING_MS", "must be >= BACKOFF_FLOOR_MS")
+        if self.retry_max_delay_ms < self.retry_base_delay_ms:
+            raise SettingsError("RETRY_MAX_DELAY_MS", "must be >= RETRY_BASE_DELAY_MS")
+        shares = (self.billing_author_share, self.billing_distributor_share)
+        if any(s < 0 for s in shares) or sum(shares) > 1:
+            raise SettingsError("BILLING_DISTRIBUTOR_SHARE", "shares must be >= 0 and sum to at most 1")
+
+    def partition_queues(self) -> list[str]:
+        """The storage queues chunks are spread over: the work queue itself, or `<queue>-0..N-1`."""
+        if self.partitions == 1:
+            return [self.work_queue]
+        return [f"{self.work_queue}-{i}" for i in range(self.partitions)]
+
+    @staticmethod
+    def poison_queue(queue: str) -> str:
+        return f"{queue}-poison"
+
+    @property
+    def account_name(self) -> str:
+        return storage_account_name(self.storage)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], **overrides: Any) -> Settings:
+        """Build settings from app settings; `overrides` (field names) win, for tests and tools."""
+        for name in BINDING_SETTINGS:
+            if not environ.get(name, "").strip():
+                raise SettingsError(name, "must be set: a trigger binding reads it as %" + name + "%")
+        values: dict[str, Any] = {
+            "storage": storage_connection(environ, environ.get("STORAGE_CONNECTION", "AzureWebJobsStorage")),
+            "servicebus": servicebus_connection(environ, "ServiceBusConnection"),
+        }
+        for f in dataclasses.fields(cls):
+            variable = f.metadata.get("env")
+            if variable is not None and environ.get(variable, "").strip() != "":
+                values[f.name] = parse_value(variable, environ[variable].strip(), f.type, f.metadata)
+        values.update(overrides)
+        return cls(**values)
+
+
+def check_name(variable: str, value: str, pattern: re.Pattern[str]) -> None:
+    if not pattern.match(value):
+        raise SettingsError(variable, f"{value!r} is not a valid name (pattern {pattern.pattern})")
+
+
+def parse_value(variable: str, raw: str, kind: Any, meta: Mapping[str, Any]) -> Any:
+    parser = PARSERS.get(str(kind))
+    if parser is None:
+        raise SettingsError(variable, f"no parser for type {kind}")
+    try:
+        value = parser(raw)
+    except (ValueError, InvalidOperation) as e:
+        raise SettingsError(variable, f"{raw!r} is not a valid {kind}") from e
+    low, high = meta.get("min"), meta.get("max")
+    if low is not None and value < low:
+        raise SettingsError(variable, f"{raw} is below the minimum {low}")
+    if high is not None and value > high:
+        raise SettingsError(variable, f"{raw} is above the maximum {high}")
+    return value
+
+
+def parse_bool(raw: str) -> bool:
+    lowered = raw.lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError(raw)
+
+
+PARSERS: dict[str, Callable[[str], Any]] = {
+    "str": str,
+    "int": int,
+    "float": float,
+    "bool": parse_bool,
+    "Decimal": Decimal,
+    "Decrease": Decrease,
+}
+
+
+def parse_connection_string(raw: str) -> dict[str, str]:
+    parts: dict[str, str] = {}
+    for piece in raw.split(";"):
+        if piece.strip():
+            key, sep, value = piece.partition("=")
+            if not sep:
+                raise ValueError(f"segment without '=': {key[:20]!r}")
+            parts[key.strip().lower()] = value.strip()
+    return parts
+
+
+def storage_connection(environ: Mapping[str, str], setting: str) -> StorageConnection:
+    raw = environ.get(setting, "").strip()
+    if raw:
+        try:
+            parts = parse_connection_string(raw)
+        except ValueError as e:
+            raise SettingsError(setting, f"not a connection string ({e})") from None
+        if parts.get("usedevelopmentstorage") != "true" and "accountname" not in parts:
+            raise SettingsError(setting, "connection string has no AccountName (or UseDevelopmentStorage=true)")
+        return StorageConnection(setting, connection_string=raw)
+    account = environ.get(f"{setting}__accountName", "").strip()
+    queue_url = environ.get(f"{setting}__queueServiceUri", "").strip() or (
+        f"https://{account}.queue.core.windows.net" if account else ""
+    )
+    blob_url = environ.get(f"{setting}__blobServiceUri", "").strip() or (
+        f"https://{account}.blob.core.windows.net" if account else ""
+    )
+    if not (queue_url and blob_url):
+        raise SettingsError(
+            setting,
+            f"set a connection string, or {setting}__accountName, or both "
+            f"{setting}__queueServiceUri and {setting}__blobServiceUri",
+        )
+    for name, url in ((f"{setting}__queueServiceUri", queue_url), (f"{setting}__blobServiceUri", blob_url)):
+        if urlparse(url).scheme not in {"http", "https"}:
+            raise SettingsError(name, f"{url!r} is not an http(s) URL")
+    client_id = environ.get(f"{setting}__clientId", "").strip() or None
+    return StorageConnection(setting, queue_url=queue_url, blob_url=blob_url, client_id=client_id)
+
+
+def servicebus_connection(environ: Mapping[str, str], setting: str) -> ServiceBusConnection:
+    raw = environ.get(setting, "").strip()
+    if raw:
+        try:
+            parts = parse_connection_string(raw)
+        except ValueError as e:
+            raise SettingsError(setting, f"not a connection string ({e})") from None
+        if "endpoint" not in parts:
+            raise SettingsError(setting, "connection string has no Endpoint")
+        return ServiceBusConnection(setting, connection_string=raw)
+    namespace = environ.get(f"{setting}__fullyQualifiedNamespace", "").strip()
+    if not namespace:
+        raise SettingsError(setting, f"set a connection string or {setting}__fullyQualifiedNamespace")
+    client_id = environ.get(f"{setting}__clientId", "").strip() or None
+    return ServiceBusConnection(setting, namespace=namespace, client_id=client_id)
+
+
+def storage_account_name(conn: StorageConnection) -> str:
+    if conn.connection_string is not None:
+        parts = parse_connection_string(conn.connection_string)
+        return parts.get("accountname", "devstoreaccount1")
+    assert conn.queue_url is not None
+    parsed = urlparse(conn.queue_url)
+    host = parsed.hostname or ""
+    # https://<account>.queue.core.windows.net, or http://127.0.0.1:10001/<account> (emulator style)
+    if host.count(".") >= 3:
+        return host.split(".", 1)[0]
+    return parsed.path.strip("/").split("/", 1)[0] or host

@@ -1,0 +1,77 @@
+"""Batch status, aggregated from the manifest and the listing of its result blobs (pure).
+
+Each item is recorded exactly once: as ok or failed in the generation that settled it, or as
+`retrying` in a generation whose successor carries it. No shared counter is ever written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from shared.batches import Manifest, State
+
+
+@dataclass(frozen=True)
+class ResultEntry:
+    chunk: int
+    gen: int
+    first: int
+    ok: int
+    failed: int
+    retrying: int
+    written_at: datetime
+
+    @classmethod
+    def from_metadata(cls, key: tuple[int, int, int], metadata: Mapping[str, str], written_at: datetime) -> ResultEntry:
+        return cls(
+            *key,
+            int(metadata.get("ok", 0)),
+            int(metadata.get("failed", 0)),
+            int(metadata.get("retrying", 0)),
+            written_at,
+        )
+
+
+def batch_status(manifest: Manifest, entries: Iterable[ResultEntry]) -> dict[str, Any]:
+    entries = [e for e in entries if 0 <= e.chunk < manifest.chunks]
+    succeeded = sum(e.ok for e in entries)
+    failed = sum(e.failed for e in entries)
+    settled: dict[int, int] = {}
+    for e in entries:
+        settled[e.chunk] = settled.get(e.chunk, 0) + e.ok + e.failed
+    done_chunks = {c for c, n in settled.items() if n >= manifest.chunk_sizes[c]}
+    poisoned_chunks = {e.chunk for e in entries if e.failed > 0}
+    complete = manifest.state is State.ACCEPTED and len(done_chunks) == manifest.chunks
+    if complete:
+        status = "completed_with_failures" if failed else "completed"
+    elif entries:
+        status = "processing"
+    else:
+        status = "accepted"
+    times = sorted(e.written_at for e in entries)
+    return {
+        "batch_id": manifest.batch_id,
+        "status": status,
+        "submission": "complete" if manifest.state is State.ACCEPTED else "incomplete",
+        "trigger": manifest.trigger,
+        "items": {
+            "total": manifest.items,
+            "succeeded": succeeded,
+            "failed": failed,
+            "pending": max(0, manifest.items - succeeded - failed),
+        },
+        "chunks": {
+            "total": manifest.chunks,
+            "done": len(done_chunks),
+            "poisoned": len(poisoned_chunks),
+            "pending": manifest.chunks - len(done_chunks),
+        },
+        "created_at": manifest.created_at,
+        "accepted_at": manifest.accepted_at,
+        "first_result_at": times[0].isoformat() if times else None,
+        "last_result_at": times[-1].isoformat() if times else None,
+        "completed_at": times[-1].isoformat() if complete and times else None,
+    }

@@ -1,0 +1,191 @@
+"""Accept a batch: validate, cut into chunks, store (manifest, claim checks, queue messages), ring the doorbell.
+
+Order: the manifest is written first (staging), then claim-check blobs and queue messages in parallel,
+then the manifest is committed (accepted), then one trigger event per queue goes to Service Bus. If
+Service Bus cannot be reached the batch is still accepted: it is durable in the queue and the fallback
+poller will find it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+
+from azure.storage.blob.aio import ContainerClient
+
+from shared import envelope, layout
+from shared.batches import MAX_IDEMPOTENCY_KEY, Manifest, State, items_digest, new_attempt, new_batch_id
+from shared.chunking import Chunk, partition_of, plan_chunks
+from shared.errors import (
+    IdempotencyConflict,
+    MalformedRequest,
+    PreconditionFailed,
+    ResourceConflict,
+    TriggerUnavailable,
+)
+from shared.events import Reason, TriggerEvent
+from shared.intake import Limits, decode_body
+from shared.runtime import Services
+from shared.storage import read_json, translated, write_bytes, write_json
+
+log = logging.getLogger(__name__)
+
+STORE_CONCURRENCY = 32
+THREAD_THRESHOLD_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Submitted:
+    manifest: Manifest
+    trigger: str  # published | deferred
+    replayed: bool = False  # an Idempotency-Key seen before: nothing was stored again
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One chunk ready to store: its queue, its message text, and the claim-check blob it refers to, if any."""
+
+    queue: str
+    text: str
+    blob: tuple[str, bytes] | None = None
+
+
+def checked_key(key: str | None) -> str | None:
+    if key is None:
+        return None
+    if not key or len(key) > MAX_IDEMPOTENCY_KEY or not key.isprintable() or not key.isascii():
+        raise MalformedRequest(f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} printable ASCII characters")
+    return key
+
+
+async def submit(
+    services: Services,
+    body: bytes,
+    *,
+    content_type: str | None,
+    content_encoding: str | None,
+    idempotency_key: str | None,
+) -> Submitted:
+    settings = services.settings
+    key = checked_key(idempotency_key)
+    limits = Limits.from_settings(settings)
+    decode = functools.partial(
+        decode_body, body, content_type=content_type, content_encoding=content_encoding, limits=limits
+    )
+    # Parsing a large body is CPU work: keep the event loop (other requests, drains) responsive.
+    intake = await asyncio.to_thread(decode) if len(body) > THREAD_THRESHOLD_BYTES else decode()
+    now = datetime.now(timezone.utc)
+    batch_id = new_batch_id(key)
+    chunks = plan_chunks(intake.items, max_items=settings.chunk_max_items, max_bytes=settings.chunk_max_bytes)
+    queues = settings.partition_queues()
+    offset = int(batch_id[:8], 16) % len(queues)
+    chunk_queues = [queues[partition_of(c.index, offset=offset, partitions=len(queues))] for c in chunks]
+    manifest = Manifest(
+        batch_id=batch_id,
+        attempt=new_attempt(),
+        state=State.STAGING,
+        items=len(intake.items),
+        chunk_sizes=tuple(c.count for c in chunks),
+        queues=tuple(sorted(set(chunk_queues))),
+        digest=items_digest(intake.items),
+        created_at=now.isoformat(),
+    )
+    container = await services.storage.ensure_container(settings.batches_container)
+    claimed = await claim(container, manifest)
+    if isinstance(claimed, Submitted):
+        log.info("batch %s: Idempotency-Key seen before; answering as first accepted", batch_id)
+        return claimed
+    manifest, etag = claimed
+    outgoing = await asyncio.to_thread(prepare, manifest, chunks, chunk_queues)
+    await store(services, outgoing)
+    try:
+        etag = await write_json(container, layout.manifest_blob(batch_id), manifest.accepted(now).to_json(), etag=etag)
+    except PreconditionFailed:
+        raise IdempotencyConflict("a concurrent request with the same Idempotency-Key took this batch over") from None
+    trigger = await ring(services, manifest, intake.encoded_bytes)
+    manifest = manifest.accepted(now, trigger)
+    if trigger == "deferred":
+        await write_json(container, layout.manifest_blob(batch_id), manifest.to_json(), etag=etag)
+    log.info(
+        "batch %s accepted: %d item(s), %d chunk(s) on %s, trigger %s",
+        batch_id, manifest.items, manifest.chunks, ",".join(manifest.queues), trigger,
+    )  # fmt: skip
+    return Submitted(manifest, trigger)
+
+
+async def claim(container: ContainerClient, manifest: Manifest) -> tuple[Manifest, str] | Submitted:
+    """Write the staging manifest; for a key seen before, answer the first batch or resume it."""
+    name = layout.manifest_blob(manifest.batch_id)
+    try:
+        return manifest, await write_json(container, name, manifest.to_json(), create_only=True)
+    except (ResourceConflict, PreconditionFailed):
+        pass
+    doc, etag = await read_json(container, name)
+    existing = Manifest.from_json(doc)
+    if existing.digest != manifest.digest:
+        raise IdempotencyConflict("this Idempotency-Key was already used with a different body")
+    if existing.state is State.ACCEPTED:
+        return Submitted(existing, existing.trigger or "published", replayed=True)
+    # An earlier attempt stopped halfway. A fresh attempt id makes whatever it enqueued stale.
+    resumed = replace(manifest, attempt=new_attempt(), created_at=existing.created_at)
+    try:
+        etag = await write_json(container, name, resumed.to_json(), etag=etag)
+    except PreconditionFailed:
+        raise IdempotencyConflict("a request with the same Idempotency-Key is in progress; retry shortly") from None
+    log.warning("batch %s: resuming a submission that stopped halfway (attempt %s)", manifest.batch_id, resumed.attempt)
+    return resumed, etag
+
+
+def prepare(manifest: Manifest, chunks: Sequence[Chunk], chunk_queues: Sequence[str]) -> list[Outgoing]:
+    """Encode every chunk (CPU only; run on a thread): inline if it fits a message, else a claim check."""
+    out: list[Outgoing] = []
+    for chunk, queue in zip(chunks, chunk_queues, strict=True):
+        header = envelope.ChunkHeader(manifest.batch_id, manifest.attempt, chunk.index)
+        text = envelope.encode_inline(header, chunk.items)
+        if text is not None:
+            out.append(Outgoing(queue, text))
+            continue
+        blob = layout.claim_check_blob(manifest.batch_id, chunk.index)
+        out.append(
+            Outgoing(queue, envelope.encode_reference(header, blob), (blob, envelope.encode_claim_check(chunk.items)))
+        )
+    return out
+
+
+async def store(services: Services, outgoing: Sequence[Outgoing]) -> None:
+    settings = services.settings
+    container = await services.storage.ensure_container(settings.batches_container)
+    queues = {q: await services.storage.ensure_queue(q) for q in {o.queue for o in outgoing}}
+    gate = asyncio.Semaphore(STORE_CONCURRENCY)
+
+    async def one(item: Outgoing) -> None:
+        async with gate:
+            if item.blob is not None:
+                await write_bytes(container, item.blob[0], item.blob[1], gzip_json=True)
+            async with translated(f"enqueue to {item.queue}"):
+                await queues[item.queue].send_message(item.text)
+
+    # Every store finishes (or fails) before the request answers: no write outlives a failed submit.
+    results = await asyncio.gather(*(one(o) for o in outgoing), return_exceptions=True)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if errors:
+        raise errors[0]
+
+
+async def ring(services: Services, manifest: Manifest, payload_size: int) -> str:
+    """One `submitted` event per queue the batch went to; 'deferred' if Service Bus is unreachable."""
+    account = services.settings.account_name
+    try:
+        for queue in manifest.queues:
+            event = TriggerEvent(
+                account, queue, Reason.SUBMITTED, payload_size=payload_size, batch_id=manifest.batch_id
+            )
+            await services.publisher.publish(event)
+    except TriggerUnavailable as e:
+        log.warning("batch %s accepted without a trigger (the fallback will find it): %s", manifest.batch_id, e)
+        return "deferred"
+    return "published"
