@@ -20,7 +20,6 @@ from emulators.functions.errors import RouteError
 T = TypeVar("T")
 Constraint = Callable[[str], bool]
 
-_PARAMETER = re.compile(r"\{([^{}]+)\}")
 _CONSTRAINT = re.compile(r"^(?P<name>[a-zA-Z]+)(?:\((?P<arg>.*)\))?$")
 
 # Precedence of one segment, lower first (ASP.NET: literals, then constrained, then plain, then catch-all).
@@ -191,7 +190,7 @@ def compile_route(template: str) -> RouteTemplate:
     for index, segment in enumerate(segments):
         is_last = index == len(segments) - 1
         regex, segment_parameters, rank = _compile_segment(segment, template, is_last)
-        whole = len(segment_parameters) == 1 and _PARAMETER.fullmatch(segment) is not None
+        whole = len(segment_parameters) == 1 and segment.startswith("{") and segment.endswith("}")
         regex_parts.append((regex, whole and segment_parameters[0].optional))
         parameters.extend(segment_parameters)
         precedence.append(rank)
@@ -212,20 +211,44 @@ def _join(parts: Sequence[tuple[str, bool]]) -> re.Pattern[str]:
 
 def _compile_segment(segment: str, template: str, is_last: bool) -> tuple[str, list[Parameter], int]:
     parameters: list[Parameter] = []
-    regex, position = "", 0
-    for found in _PARAMETER.finditer(segment):
-        regex += re.escape(segment[position : found.start()])
-        parameter = parse_parameter(found.group(1), template)
+    regex = ""
+    for kind, text in _tokens(segment, template):
+        if kind == "literal":
+            regex += re.escape(text)
+            continue
+        parameter = parse_parameter(text, template)
         if (parameter.catch_all or parameter.optional) and not is_last:
-            raise RouteError(f"route {template!r}: {{{found.group(1)}}} must be in the last segment")
+            raise RouteError(f"route {template!r}: {{{text}}} must be in the last segment")
         parameters.append(parameter)
         regex += _parameter_regex(parameter)
-        position = found.end()
-    literal_tail = segment[position:]
-    if "{" in literal_tail or "}" in literal_tail:
-        raise RouteError(f"route {template!r}: unbalanced braces in segment {segment!r}")
-    regex += re.escape(literal_tail)
     return regex, parameters, _rank(parameters)
+
+
+def _tokens(segment: str, template: str) -> list[tuple[str, str]]:
+    """Literal text and parameters of one segment; `{{` and `}}` stand for braces (also inside a regex)."""
+    tokens: list[tuple[str, str]] = []
+    kind, text, index = "literal", "", 0
+    while index < len(segment):
+        pair = segment[index : index + 2]
+        if pair in ("{{", "}}"):
+            text, index = text + pair[0], index + 2
+            continue
+        char = segment[index]
+        index += 1
+        if char == "{" and kind == "literal":
+            tokens.append((kind, text))
+            kind, text = "parameter", ""
+        elif char == "}" and kind == "parameter":
+            tokens.append((kind, text))
+            kind, text = "literal", ""
+        elif char in "{}":
+            raise RouteError(f"route {template!r}: unbalanced braces in segment {segment!r}")
+        else:
+            text += char
+    if kind == "parameter":
+        raise RouteError(f"route {template!r}: unbalanced braces in segment {segment!r}")
+    tokens.append((kind, text))
+    return [(k, t) for k, t in tokens if k == "parameter" or t]
 
 
 def _parameter_regex(parameter: Parameter) -> str:

@@ -75,8 +75,13 @@ class Host:
 
     async def run(self, stopping: asyncio.Event, on_started: Callable[[], None] | None = None) -> None:
         """Serve until `stopping` is set, then stop listening and wait for in-flight work."""
-        runner = await self._start_http()
         storage = await self._storage() if self.plan.timers else None
+        try:
+            runner = await self._start_http()
+        except BaseException:
+            if storage is not None:
+                await storage.close()
+            raise
         listeners = [asyncio.create_task(coro) for coro in self._listeners(storage, stopping)]
         if on_started is not None:
             on_started()

@@ -63,3 +63,9 @@ def slow_sync(req: func.HttpRequest) -> func.HttpResponse:
     time.sleep(float(req.route_params["seconds"]))
     (MARKERS / f"slow-sync-{req.params.get('tag', 'x')}").write_text("finished")
     return func.HttpResponse("done")
+
+
+@app.route(route="with-blob")
+@app.blob_input(arg_name="data", path="samples/{name}", connection="AzureWebJobsStorage")
+def with_blob(req: func.HttpRequest, data: str) -> str:
+    return data
