@@ -1,0 +1,82 @@
+"""Chunk handlers for tests, chosen through the HANDLER setting like any user's handler.
+
+They record what they saw in module state (reset per test by the `handler_log` fixture), so tests can
+count how often each item was handled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from shared.handlers import ChunkContext, ChunkResult, ItemOutcome
+
+calls: Counter[str] = Counter()
+attempts_seen: list[int] = []
+entered = asyncio.Event()
+release = asyncio.Event()
+on_chunk: list[Callable[[ChunkContext], Awaitable[None]]] = []
+
+
+def reset() -> None:
+    calls.clear()
+    attempts_seen.clear()
+    on_chunk.clear()
+    global entered, release
+    entered, release = asyncio.Event(), asyncio.Event()
+
+
+def item_id(item: Any) -> str:
+    return str(item["id"]) if isinstance(item, dict) else str(item)
+
+
+async def record(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
+    """Succeeds on every item, counting each one."""
+    for item in items:
+        calls[item_id(item)] += 1
+    attempts_seen.append(context.attempt)
+    for hook in list(on_chunk):
+        await hook(context)
+    return ChunkResult([ItemOutcome.success({"seen": item_id(i)}) for i in items])
+
+
+def fail_sevens(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
+    """A sync handler (runs on a thread): items whose id ends in 7 always fail, retryably."""
+    outcomes = []
+    for item in items:
+        calls[item_id(item)] += 1
+        if item_id(item).endswith("7"):
+            outcomes.append(ItemOutcome.failure("sevens are unlucky"))
+        else:
+            outcomes.append(ItemOutcome.success())
+    return ChunkResult(outcomes)
+
+
+async def mixed(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
+    """`perm-*` fail permanently, `trans-*` fail on the first attempt only, the rest succeed."""
+    outcomes = []
+    for item in items:
+        name = item_id(item)
+        calls[name] += 1
+        if name.startswith("perm-"):
+            outcomes.append(ItemOutcome.failure("permanently invalid", retryable=False))
+        elif name.startswith("trans-") and context.attempt == 1:
+            outcomes.append(ItemOutcome.failure("temporarily unavailable"))
+        else:
+            outcomes.append(ItemOutcome.success())
+    return ChunkResult(outcomes)
+
+
+async def blocking(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
+    """Signals `entered`, then waits for `release` (a test cancels the drain meanwhile)."""
+    for item in items:
+        calls[item_id(item)] += 1
+    entered.set()
+    await release.wait()
+    return ChunkResult([ItemOutcome.success() for _ in items])
+
+
+def explodes(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
+    raise RuntimeError("the handler broke")

@@ -1,0 +1,333 @@
+"""Properties of the pure parts: back-off, chunking, envelopes, settlement, status, billing, scaling."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared import envelope, layout
+from shared.backoff import (
+    PollPolicy,
+    capped_exponential_ms,
+    decreased_ms,
+    jittered_ms,
+    randomized_exponential_ms,
+    retry_delay_ms,
+)
+from shared.batches import Admission, Manifest, State, admit, items_digest, new_batch_id
+from shared.chunking import plan_chunks
+from shared.errors import MalformedEnvelope, MalformedEvent
+from shared.events import Reason, TriggerEvent
+from shared.handlers import ItemOutcome
+from shared.handlers.billing import split
+from shared.metering import classify
+from shared.scaling import coalesce_due, drainers_for_depth
+from shared.settings import INLINE_MAX_BYTES, Decrease
+from shared.settlement import settle
+from shared.status import ResultEntry, batch_status
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=10,
+)
+unit = st.floats(min_value=0, max_value=1, exclude_max=True)
+
+
+# -- back-off ------------------------------------------------------------------------------------------------
+
+
+@given(st.integers(1, 10**7), st.floats(1.0, 10.0), st.integers(1, 10**8))
+def test_capped_exponential_grows_but_never_past_the_ceiling(current, exponent, ceiling):
+    nxt = capped_exponential_ms(current, exponent=exponent, ceiling_ms=ceiling)
+    assert nxt <= ceiling
+    assert nxt >= min(current, ceiling)
+
+
+@given(st.integers(100, 10**7), st.integers(100, 10**7))
+def test_work_resets_to_the_floor_or_halves_down_to_it(current, floor):
+    assert decreased_ms(current, floor_ms=floor, decrease=Decrease.RESET) == floor
+    halved = decreased_ms(current, floor_ms=floor, decrease=Decrease.HALVE)
+    assert halved >= floor
+    assert halved <= max(floor, current)
+
+
+@given(st.integers(0, 10**7), st.floats(0, 0.5), unit)
+def test_jitter_stays_within_its_band(interval, jitter, u):
+    value = jittered_ms(interval, jitter=jitter, u=u)
+    assert interval * (1 - jitter) - 1 <= value <= interval * (1 + jitter) + 1
+
+
+@given(st.integers(0, 200), unit)
+def test_randomized_policy_matches_the_whitepaper_formula(idle, u):
+    value = randomized_exponential_ms(idle, floor_ms=100, delta_ms=100, ceiling_ms=1000, u=u)
+    assert 100 <= value <= 1000
+    if idle == 0:
+        assert value == 100
+    if idle >= 4:  # 100 + 15 * 100 * 0.8 > 1000
+        assert value == 1000
+
+
+@given(st.integers(1, 100), st.integers(0, 10_000), st.integers(0, 10**6), st.booleans(), unit)
+def test_retry_delays_are_capped_and_jitter_keeps_the_upper_half(attempt, base, extra, jitter, u):
+    cap = base + extra
+    delay = retry_delay_ms(attempt, base_ms=base, max_ms=cap, jitter=jitter, u=u)
+    full = min(cap, base * 2 ** min(attempt - 1, 40))
+    assert delay <= full
+    if jitter:
+        assert delay >= full // 2
+    else:
+        assert delay == full
+
+
+def test_retry_attempts_are_one_based():
+    with pytest.raises(ValueError, match="1-based"):
+        retry_delay_ms(0, base_ms=1, max_ms=1, jitter=False, u=0)
+
+
+@settings(max_examples=50)
+@given(st.lists(st.sampled_from(["idle", "work"]), max_size=40), st.sampled_from(list(Decrease)))
+def test_the_poll_interval_stays_between_floor_and_ceiling_whatever_happens(events, decrease):
+    policy = PollPolicy(floor_ms=1000, ceiling_ms=60_000, exponent=2.0, jitter=0.0, decrease=decrease)
+    state = policy.initial(0)
+    now = 0
+    for event in events:
+        now = state.next_due_ms
+        state = (policy.after_idle if event == "idle" else policy.after_work)(state, now_ms=now, u=0.5)
+        assert 1000 <= state.interval_ms <= 60_000
+        assert state.next_due_ms == now + state.interval_ms
+    if events and events[-1] == "work" and decrease is Decrease.RESET:
+        assert state.interval_ms == 1000
+
+
+def test_an_idle_queue_reaches_the_ceiling_and_stays_there():
+    policy = PollPolicy(floor_ms=60_000, ceiling_ms=1_800_000, exponent=2.0, jitter=0.0, decrease=Decrease.RESET)
+    state = policy.initial(0)
+    intervals = []
+    for _ in range(10):
+        state = policy.after_idle(state, now_ms=state.next_due_ms, u=0.5)
+        intervals.append(state.interval_ms)
+    assert intervals[:5] == [120_000, 240_000, 480_000, 960_000, 1_800_000]
+    assert set(intervals[4:]) == {1_800_000}
+
+
+# -- chunking and envelopes --------------------------------------------------------------------------------------
+
+
+@given(st.lists(st.text(min_size=1, max_size=50), max_size=300), st.integers(1, 50), st.integers(1, 400))
+def test_chunks_partition_the_items_in_order_within_limits(items, max_items, max_bytes):
+    chunks = plan_chunks(items, max_items=max_items, max_bytes=max_bytes)
+    assert [i for c in chunks for i in c.items] == items
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+    for c in chunks:
+        assert 1 <= c.count <= max_items
+        assert c.count == 1 or sum(len(i) + 1 for i in c.items) <= max_bytes
+        assert items[c.start : c.start + c.count] == list(c.items)
+
+
+@given(st.lists(json_values, min_size=1, max_size=60), st.integers(0, 5), st.integers(0, 3))
+def test_inline_envelopes_round_trip(items, chunk, gen):
+    header = envelope.ChunkHeader(new_batch_id(None), "att1", chunk, gen)
+    text = envelope.encode_inline(header, envelope.encode_items(items))
+    assert text is not None
+    assert text.isascii()
+    decoded = envelope.decode(text)
+    assert decoded.header == header
+    assert decoded.items == items
+    assert decoded.positions(len(items)) == list(range(len(items)))
+
+
+def test_a_chunk_too_big_for_plain_text_travels_compressed_and_one_too_big_for_that_needs_a_blob():
+    header = envelope.ChunkHeader(new_batch_id(None), "a", 0)
+    repetitive = envelope.encode_items([{"id": i, "text": "x" * 200} for i in range(400)])
+    text = envelope.encode_inline(header, repetitive)
+    assert text is not None
+    assert '"z":' in text
+    assert len(text) <= INLINE_MAX_BYTES
+    assert envelope.decode(text).items == [json.loads(i) for i in repetitive]
+    rng = random.Random(7)
+    noise = envelope.encode_items([{"id": i, "noise": rng.randbytes(60).hex()} for i in range(1000)])
+    assert envelope.encode_inline(header, noise) is None
+
+
+@given(st.lists(json_values, min_size=1, max_size=40), st.data())
+def test_claim_checks_and_retry_references_select_the_right_items(items, data):
+    positions = sorted(data.draw(st.sets(st.integers(0, len(items) - 1), min_size=1)))
+    header = envelope.retry_header(envelope.ChunkHeader(new_batch_id(None), "a", 3), positions)
+    blob = envelope.encode_claim_check(envelope.encode_items(items))
+    decoded = envelope.decode(envelope.encode_reference(header, "b/chunks/000003.json.gz"))
+    assert decoded.blob == "b/chunks/000003.json.gz"
+    assert decoded.header.gen == 1
+    assert envelope.select(envelope.decode_claim_check(blob), decoded.positions(len(items))) == [
+        items[p] for p in positions
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "not json", "[]", '{"v":2}', '{"v":1,"b":"../x","a":"a","c":0,"items":[]}',
+     '{"v":1,"b":"' + "a" * 32 + '","a":"a","c":-1,"items":[]}',
+     '{"v":1,"b":"' + "a" * 32 + '","a":"a","c":0}', '{"v":1,"b":"' + "a" * 32 + '","a":"a","c":0,"z":"!!"}'],
+)  # fmt: skip
+def test_anything_but_a_chunk_envelope_is_refused(text):
+    with pytest.raises(MalformedEnvelope):
+        envelope.decode(text)
+
+
+# -- trigger events --------------------------------------------------------------------------------------------
+
+
+@given(st.sampled_from(list(Reason)), st.integers(0, 10**9), st.one_of(st.none(), st.just("f" * 32)), st.integers(0, 9))
+def test_trigger_events_round_trip(reason, size, batch_id, slot):
+    event = TriggerEvent("acct", "work-items", reason, size, batch_id, slot)
+    assert TriggerEvent.decode(event.encode()) == event
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"[]", b"{}", b'{"account":"a","queue":"Bad_Queue","reason":"submitted"}',
+     b'{"account":"a","queue":"work-items","reason":"whenever"}',
+     b'{"account":"a","queue":"work-items","reason":"submitted","payload_size":-1}', b"x" * 5000],
+)  # fmt: skip
+def test_malformed_trigger_events_are_refused_with_a_reason(body):
+    with pytest.raises(MalformedEvent):
+        TriggerEvent.decode(body)
+
+
+# -- settlement and status -------------------------------------------------------------------------------------------
+
+
+outcome_kinds = st.sampled_from(["ok", "retry", "perm"])
+
+
+@given(st.lists(outcome_kinds, min_size=1, max_size=50), st.integers(1, 6), st.integers(1, 6))
+def test_settlement_accounts_for_every_item_exactly_once(kinds, attempt, max_attempts):
+    outcomes = [ItemOutcome.success() if k == "ok" else ItemOutcome.failure(k, retryable=(k == "retry")) for k in kinds]
+    positions = list(range(100, 100 + len(kinds)))
+    s = settle(
+        batch_id="f" * 32, chunk=0, gen=0, positions=positions, outcomes=outcomes, attempt=attempt,
+        max_attempts=max_attempts,
+    )  # fmt: skip
+    ok = [p for p, _ in s.record.ok]
+    poisoned = [f.position for f in s.poison]
+    assert sorted(ok + poisoned + s.retry) == positions
+    assert s.record.retrying == s.retry
+    if attempt >= max_attempts:
+        assert not s.retry
+    assert all(kinds[p - 100] == "ok" for p in ok)
+    assert all(kinds[p - 100] == "retry" for p in s.retry)
+
+
+def manifest(sizes: tuple[int, ...], state: State = State.ACCEPTED) -> Manifest:
+    return Manifest("f" * 32, "att", state, sum(sizes), sizes, ("q",), "d", "2026-01-01T00:00:00+00:00")
+
+
+def test_status_counts_lineages_and_knows_when_a_chunk_is_done():
+    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    m = manifest((10, 5))
+    entries = [
+        ResultEntry(0, 0, 0, ok=7, failed=1, retrying=2, written_at=at),
+        ResultEntry(0, 1, 3, ok=2, failed=0, retrying=0, written_at=at + timedelta(seconds=1)),
+        ResultEntry(1, 0, 0, ok=4, failed=0, retrying=1, written_at=at),
+    ]
+    status = batch_status(m, entries)
+    assert status["status"] == "processing"
+    assert status["items"] == {"total": 15, "succeeded": 13, "failed": 1, "pending": 1}
+    assert status["chunks"] == {"total": 2, "done": 1, "poisoned": 1, "pending": 1}
+    entries.append(ResultEntry(1, 1, 2, ok=1, failed=0, retrying=0, written_at=at + timedelta(seconds=2)))
+    status = batch_status(m, entries)
+    assert status["status"] == "completed_with_failures"
+    assert status["completed_at"] == (at + timedelta(seconds=2)).isoformat()
+
+
+def test_a_batch_still_staging_is_never_reported_completed():
+    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    status = batch_status(manifest((1,), State.STAGING), [ResultEntry(0, 0, 0, 1, 0, 0, at)])
+    assert status["status"] == "processing"
+    assert status["submission"] == "incomplete"
+
+
+@given(st.integers(0, 999_999), st.integers(0, 999), st.integers(0, 999_999))
+def test_result_blob_names_parse_back(chunk, gen, first):
+    name = layout.result_blob("f" * 32, chunk, gen, first)
+    assert name.startswith(layout.results_prefix("f" * 32))
+    assert layout.parse_result_blob(name) == (chunk, gen, first)
+
+
+def test_admission_follows_the_committed_attempt_and_the_staging_ttl():
+    now = datetime(2026, 1, 1, 0, 10, tzinfo=timezone.utc)
+    accepted = manifest((1,))
+    assert admit(accepted, "att", now=now, staging_ttl_s=60) is Admission.PROCESS
+    assert admit(accepted, "other", now=now, staging_ttl_s=60) is Admission.STALE
+    staging = manifest((1,), State.STAGING)
+    assert admit(staging, "att", now=now, staging_ttl_s=3600) is Admission.WAIT
+    assert admit(staging, "att", now=now, staging_ttl_s=60) is Admission.ABANDONED
+    assert admit(staging, "older", now=now, staging_ttl_s=3600) is Admission.STALE
+
+
+def test_batch_ids_from_the_same_idempotency_key_agree_and_digests_ignore_nothing():
+    assert new_batch_id("k-1") == new_batch_id("k-1") != new_batch_id("k-2")
+    assert new_batch_id(None) != new_batch_id(None)
+    assert items_digest(["1", "2"]) != items_digest(["12"])
+
+
+# -- billing ------------------------------------------------------------------------------------------------------
+
+
+shares = st.decimals(min_value=0, max_value=1, places=3)
+
+
+@given(st.decimals(min_value=Decimal("0.01"), max_value=Decimal("1e9"), places=2), shares, shares)
+def test_the_revenue_split_always_sums_to_the_amount_and_never_goes_negative(amount, a, d):
+    if a + d > 1:
+        a, d = a / 2, d / 2
+    parts = split(amount, author_share=a, distributor_share=d, exponent=2)
+    assert sum(parts.values()) == amount
+    assert all(v >= 0 for v in parts.values())
+    assert all(v == v.quantize(Decimal("0.01")) for v in parts.values())
+    assert abs(parts["author"] - amount * a) <= Decimal("0.005")
+
+
+# -- metering, scaling -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("service", "method", "url", "headers", "operation"),
+    [
+        ("queue", "GET", "http://h/acct/q/messages?numofmessages=32&visibilitytimeout=30", {}, "queue.GetMessages"),
+        ("queue", "GET", "http://h/acct/q/messages?numofmessages=1&peekonly=true", {}, "queue.PeekMessages"),
+        ("queue", "POST", "http://h/acct/q/messages", {}, "queue.PutMessage"),
+        ("queue", "DELETE", "http://h/acct/q/messages/abc?popreceipt=x", {}, "queue.DeleteMessage"),
+        ("queue", "PUT", "http://h/acct/q/messages/abc?popreceipt=x&visibilitytimeout=0", {}, "queue.UpdateMessage"),
+        ("queue", "GET", "https://a.queue.core.windows.net/q?comp=metadata", {}, "queue.GetQueueMetadata"),
+        ("queue", "PUT", "https://a.queue.core.windows.net/q", {}, "queue.CreateQueue"),
+        ("blob", "PUT", "http://h/acct/c/b.json", {}, "blob.PutBlob"),
+        ("blob", "GET", "http://h/acct/c/b.json", {}, "blob.GetBlob"),
+        ("blob", "PUT", "http://h/acct/c/l?comp=lease", {"x-ms-lease-action": "renew"}, "blob.LeaseBlob.Renew"),
+        ("blob", "GET", "http://h/acct/c?restype=container&comp=list&prefix=x", {}, "blob.ListBlobs"),
+        ("blob", "PUT", "http://h/acct/c?restype=container", {}, "blob.CreateContainer"),
+    ],
+)
+def test_storage_requests_are_classified_as_the_operations_azure_bills(service, method, url, headers, operation):
+    assert classify(service, method, url, headers) == operation
+
+
+@given(st.integers(-5, 10**6), st.integers(1, 10_000), st.integers(1, 64))
+def test_drainers_grow_with_depth_within_bounds(depth, per, maximum):
+    n = drainers_for_depth(depth, per_drainer=per, maximum=maximum)
+    assert 1 <= n <= maximum
+    assert n == maximum or n * per >= depth
+
+
+@given(st.lists(st.integers(0, 10**6), max_size=50), st.integers(0, 10_000))
+def test_coalesced_wakeups_cover_every_due_time(due, window):
+    groups = coalesce_due(due, window_ms=window)
+    for t in due:
+        assert any(0 <= g - t <= window for g in groups)
+    assert len(groups) <= len(set(due))
