@@ -1,0 +1,108 @@
+"""The fallback poller, through function_app's registered timer function, on the real Azurite."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from azure.functions.timer import TimerRequest
+
+from shared import layout, metering
+from shared.events import Reason
+from shared.fallback import poll
+from shared.leases import DrainLease
+from shared.reports import read_batch_status
+from shared.submit import submit
+from tests.app.conftest import RecordingPublisher, another_instance, drain_all
+
+NDJSON = b'{"id":"f-1","amount":"5.00","currency":"EUR","author":"a","distributor":"d"}\n'
+
+
+async def submit_without_trigger(services, body: bytes = NDJSON) -> str:
+    done = await submit(
+        services, body, content_type="application/x-ndjson", content_encoding=None, idempotency_key=None
+    )
+    assert done.trigger == "deferred"
+    return done.manifest.batch_id
+
+
+async def test_the_fallback_finds_work_that_no_trigger_announced(configure, app_functions):
+    publisher = RecordingPublisher(down=True)
+    services = configure(publisher=publisher)
+    batch_id = await submit_without_trigger(services)
+    publisher.down = False
+
+    await app_functions["fallback_poll"](TimerRequest(past_due=False))
+
+    assert [(e.reason, e.queue) for e, _ in publisher.events] == [(Reason.FALLBACK, services.settings.work_queue)]
+    await drain_all(services, reason=Reason.FALLBACK)
+    assert (await read_batch_status(services, batch_id))["status"] == "completed"
+
+
+async def test_with_service_bus_down_the_fallback_drains_the_queue_itself(configure, app_functions):
+    services = configure(publisher=RecordingPublisher(down=True))
+    batch_id = await submit_without_trigger(services)
+
+    await app_functions["fallback_poll"](TimerRequest(past_due=True))
+
+    status = await read_batch_status(services, batch_id)
+    assert status["status"] == "completed"
+    assert status["trigger"] == "deferred"
+
+
+async def test_the_fallback_leaves_a_queue_alone_while_a_drainer_holds_it(configure):
+    publisher = RecordingPublisher(down=True)
+    services = configure(publisher=publisher)
+    await submit_without_trigger(services)
+    publisher.down = False
+    state = await services.storage.ensure_container(services.settings.state_container)
+    lease = DrainLease(state, services.settings.work_queue, 0, lease_s=15)
+    assert await lease.acquire()
+    try:
+        outcomes = await poll(services)
+    finally:
+        await lease.release()
+
+    assert [o.action for o in outcomes] == ["busy"]
+    assert publisher.events == []
+
+
+async def test_an_idle_queue_backs_off_and_writes_its_state_only_when_the_interval_changes(configure):
+    services = configure(
+        publisher=RecordingPublisher(), BACKOFF_FLOOR_MS="100", BACKOFF_CEILING_MS="800", BACKOFF_JITTER="0"
+    )
+    actions = []
+    with metering.tally() as counted:
+        deadline = time.monotonic() + 3.5
+        while time.monotonic() < deadline:
+            actions.extend(o.action for o in await poll(services))
+            await asyncio.sleep(0.02)
+
+    looks = actions.count("idle")
+    assert 5 <= looks <= 10, f"100 ms doubling to an 800 ms ceiling looks about 6 times in 3.5 s, not {looks}"
+    assert actions.count("not-due") > looks, "ticks in between cost nothing"
+    assert counted["queue.GetQueueMetadata"] == looks, "one depth read per due look"
+    state = services.backoff.known()[services.settings.work_queue]
+    assert state.interval_ms == 800
+    writes = counted["blob.PutBlob"]
+    assert writes == 3, "written at each change (200, 400, 800), never at the floor it started from or the ceiling"
+
+
+async def test_back_off_state_survives_a_restart_through_its_blob(configure):
+    services = configure(
+        publisher=RecordingPublisher(), BACKOFF_FLOOR_MS="100", BACKOFF_CEILING_MS="100000", BACKOFF_JITTER="0"
+    )
+    queue = services.settings.work_queue
+    deadline = time.monotonic() + 10
+    while services.backoff.known().get(queue) is None or services.backoff.known()[queue].interval_ms < 800:
+        assert time.monotonic() < deadline, "the interval should reach 800 ms within a second or two"
+        await poll(services)
+        await asyncio.sleep(0.02)
+
+    restarted = another_instance(services)
+    state = await restarted.backoff.load(queue, now_ms=0)
+    await restarted.storage.close()
+    assert state.interval_ms == 800
+    assert state.is_due(0), "after a restart the queue is looked at once, at once"
+    blobs = [b.name async for b in services.storage.container(services.settings.state_container).list_blobs()]
+    assert layout.backoff_blob(queue) in blobs

@@ -1,0 +1,94 @@
+"""Settings are built once from app settings and fail at start naming the bad variable."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from shared import runtime
+from shared.errors import HandlerError, SettingsError
+from shared.settings import Decrease, Settings
+
+BASE = {
+    "AzureWebJobsStorage": "UseDevelopmentStorage=true",
+    "ServiceBusConnection": "Endpoint=sb://localhost;SharedAccessKeyName=k;SharedAccessKey=v;UseDevelopmentEmulator=true;",
+    "TRIGGER_QUEUE": "queue-drain-trigger",
+    "FALLBACK_SCHEDULE": "0 */1 * * * *",
+}
+
+
+def test_defaults_are_usable_and_typed():
+    s = Settings.from_env(BASE)
+    assert s.partition_queues() == ["work-items"]
+    assert s.backoff_decrease is Decrease.RESET
+    assert s.billing_author_share == Decimal("0.70")
+    assert s.account_name == "devstoreaccount1"
+
+
+def test_values_are_parsed_into_their_types():
+    s = Settings.from_env(
+        {
+            **BASE,
+            "WORK_QUEUE_PARTITIONS": "3",
+            "BACKOFF_EXPONENT": "1.5",
+            "RETRY_JITTER": "off",
+            "BACKOFF_DECREASE": "halve",
+        }
+    )
+    assert s.partition_queues() == ["work-items-0", "work-items-1", "work-items-2"]
+    assert s.backoff_exponent == 1.5
+    assert s.retry_jitter is False
+    assert s.backoff_decrease is Decrease.HALVE
+
+
+@pytest.mark.parametrize(
+    ("changes", "variable"),
+    [
+        ({"AzureWebJobsStorage": ""}, "AzureWebJobsStorage"),
+        ({"AzureWebJobsStorage": "garbage"}, "AzureWebJobsStorage"),
+        ({"ServiceBusConnection": ""}, "ServiceBusConnection"),
+        ({"ServiceBusConnection": "SharedAccessKey=x"}, "ServiceBusConnection"),
+        ({"TRIGGER_QUEUE": ""}, "TRIGGER_QUEUE"),
+        ({"FALLBACK_SCHEDULE": ""}, "FALLBACK_SCHEDULE"),
+        ({"FALLBACK_SCHEDULE": "* * * * *"}, "FALLBACK_SCHEDULE"),
+        ({"CHUNK_MAX_ITEMS": "many"}, "CHUNK_MAX_ITEMS"),
+        ({"RECEIVE_BATCH": "33"}, "RECEIVE_BATCH"),
+        ({"LEASE_S": "5"}, "LEASE_S"),
+        ({"WORK_QUEUE": "Bad_Name"}, "WORK_QUEUE"),
+        ({"RESULTS_CONTAINER": "x"}, "RESULTS_CONTAINER"),
+        ({"BACKOFF_FLOOR_MS": "5000", "BACKOFF_CEILING_MS": "1000"}, "BACKOFF_CEILING_MS"),
+        ({"BACKOFF_DECREASE": "sometimes"}, "BACKOFF_DECREASE"),
+        ({"RETRY_JITTER": "maybe"}, "RETRY_JITTER"),
+        ({"BILLING_AUTHOR_SHARE": "0.9", "BILLING_DISTRIBUTOR_SHARE": "0.2"}, "BILLING_DISTRIBUTOR_SHARE"),
+        ({"HANDLER": "not a reference"}, "HANDLER"),
+    ],
+)
+def test_a_bad_value_fails_naming_the_variable(changes, variable):
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({**BASE, **changes})
+    assert caught.value.variable == variable
+    assert variable in str(caught.value)
+
+
+def test_identity_based_connections_need_no_secret():
+    env = {
+        "TRIGGER_QUEUE": "t",
+        "FALLBACK_SCHEDULE": "0 */5 * * * *",
+        "AzureWebJobsStorage__accountName": "prodacct",
+        "ServiceBusConnection__fullyQualifiedNamespace": "ns.servicebus.windows.net",
+    }
+    s = Settings.from_env(env)
+    assert s.storage.uses_identity
+    assert s.storage.queue_url == "https://prodacct.queue.core.windows.net"
+    assert s.account_name == "prodacct"
+    assert s.servicebus.namespace == "ns.servicebus.windows.net"
+
+
+def test_a_handler_that_cannot_be_imported_fails_at_start(monkeypatch):
+    monkeypatch.setattr(runtime, "_settings", None)
+    for k, v in {**BASE, "HANDLER": "no_such_module:handle"}.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(HandlerError, match="no_such_module"):
+        runtime.load_settings()
+    monkeypatch.setattr(runtime, "_settings", None)
