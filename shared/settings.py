@@ -88,7 +88,7 @@ class Settings:
     receive_batch: int = field(default=32, metadata=env("RECEIVE_BATCH", minimum=1, maximum=32))
     receivers: int = field(default=4, metadata=env("RECEIVERS", minimum=1, maximum=64))
     chunk_concurrency: int = field(default=16, metadata=env("CHUNK_CONCURRENCY", minimum=1, maximum=1024))
-    visibility_timeout_s: int = field(default=60, metadata=env("VISIBILITY_TIMEOUT_S", minimum=1, maximum=7 * 86400))
+    visibility_timeout_s: int = field(default=30, metadata=env("VISIBILITY_TIMEOUT_S", minimum=1, maximum=7 * 86400))
     drain_budget_s: float = field(default=240.0, metadata=env("DRAIN_BUDGET_S", minimum=1))
     lease_s: int = field(default=30, metadata=env("LEASE_S", minimum=15, maximum=60))
     max_drainers_per_queue: int = field(default=4, metadata=env("MAX_DRAINERS_PER_QUEUE", minimum=1, maximum=64))

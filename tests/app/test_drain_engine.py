@@ -357,3 +357,21 @@ async def test_a_handler_that_raises_fails_its_chunk_retryably_and_it_reaches_po
     assert len(parked) == 1
     assert "RuntimeError: the handler broke" in parked[0].info.reason
     assert (await read_batch_status(services, batch_id))["items"]["failed"] == 2
+
+
+async def test_partitions_spread_chunks_over_queues_each_with_its_own_event_and_drain(configure):
+    publisher = RecordingPublisher()
+    services = configure(
+        publisher=publisher, HANDLER="tests.app.handlers:record", WORK_QUEUE_PARTITIONS="3", CHUNK_MAX_ITEMS="10"
+    )
+    batch_id = await submit_ids(services, [f"p-{i}" for i in range(90)])
+
+    queues = services.settings.partition_queues()
+    submitted = sorted(e.queue for e, _ in publisher.events if e.reason is Reason.SUBMITTED)
+    assert submitted == sorted(queues), "one trigger per partition the batch touched"
+    depths = [await queue_depth(services.storage.queue(q)) for q in queues]
+    assert depths == [3, 3, 3]
+    for queue in queues:
+        await drain_all(services, queue)
+    assert (await read_batch_status(services, batch_id))["status"] == "completed"
+    assert set(handlers.calls.values()) == {1}
