@@ -47,6 +47,24 @@ async def queue_status(req: func.HttpRequest) -> func.HttpResponse:
     return http_response(await api.queue_status())
 
 
+@app.function_name("poison_list")
+@app.route(route="poison", methods=["GET"])
+async def poison_list(req: func.HttpRequest) -> func.HttpResponse:
+    return http_response(await api.poison_list())
+
+
+@app.function_name("poison_detail")
+@app.route(route="poison/{message_id}", methods=["GET"])
+async def poison_detail(req: func.HttpRequest) -> func.HttpResponse:
+    return http_response(await api.poison_detail(req.route_params.get("message_id", "")))
+
+
+@app.function_name("poison_replay")
+@app.route(route="poison/replay", methods=["POST"])
+async def poison_replay(req: func.HttpRequest) -> func.HttpResponse:
+    return http_response(await api.poison_replay(req.get_body()))
+
+
 @app.function_name("drain")
 @app.service_bus_queue_trigger(arg_name="msg", queue_name="%TRIGGER_QUEUE%", connection="ServiceBusConnection")
 async def drain(msg: func.ServiceBusMessage) -> None:

@@ -49,6 +49,8 @@ class ManagedProcess:
     log_path: Path
     env: Mapping[str, str] | None = None
     cwd: Path | None = None
+    # Own session: a Ctrl-C in the terminal reaches only the parent, which then stops children in order.
+    new_session: bool = False
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _log: IO[bytes] | None = field(default=None, init=False, repr=False)
 
@@ -69,6 +71,7 @@ class ManagedProcess:
             stdin=subprocess.DEVNULL,
             env=env,
             cwd=self.cwd,
+            start_new_session=self.new_session,
         )
         self.wait_listening(timeout_s)
         log.info("%s started: pid %d, ports %s, log %s", self.name, self.proc.pid, list(self.ports), self.log_path)

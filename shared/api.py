@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared import reports
-from shared.errors import RequestError, StorageError, StorageUnavailable
+from shared import replay, reports
+from shared.errors import MalformedRequest, RequestError, StorageError, StorageUnavailable
 from shared.runtime import services
 from shared.submit import submit
 
@@ -94,5 +94,54 @@ async def batch_status(batch_id: str) -> ApiResponse:
 async def queue_status() -> ApiResponse:
     async def call() -> ApiResponse:
         return ApiResponse(200, await reports.read_queue_status(services()))
+
+    return await answer(call)
+
+
+async def poison_list() -> ApiResponse:
+    async def call() -> ApiResponse:
+        return ApiResponse(200, {"partitions": await replay.list_parked(services())})
+
+    return await answer(call)
+
+
+async def poison_detail(message_id: str) -> ApiResponse:
+    async def call() -> ApiResponse:
+        return ApiResponse(200, await replay.inspect(services(), message_id))
+
+    return await answer(call)
+
+
+def replay_request(body: bytes) -> dict[str, Any]:
+    """`{"batch_id"?, "message_ids"?, "limit"?}`; an empty body replays everything."""
+    if not body.strip():
+        return {}
+    try:
+        doc = json.loads(body)
+    except ValueError as e:
+        raise MalformedRequest(f"body is not valid JSON: {e}") from None
+    if not isinstance(doc, dict) or set(doc) - {"batch_id", "message_ids", "limit"}:
+        raise MalformedRequest('body must be an object with optional "batch_id", "message_ids", "limit"')
+    out: dict[str, Any] = {}
+    if doc.get("batch_id") is not None:
+        if not isinstance(doc["batch_id"], str):
+            raise MalformedRequest('"batch_id" must be a string')
+        out["batch_id"] = doc["batch_id"]
+    if doc.get("message_ids") is not None:
+        ids = doc["message_ids"]
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(ids) > 1000:
+            raise MalformedRequest('"message_ids" must be a list of at most 1000 strings')
+        out["message_ids"] = set(ids)
+    if doc.get("limit") is not None:
+        limit = doc["limit"]
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10_000:
+            raise MalformedRequest('"limit" must be an integer from 1 to 10000')
+        out["limit"] = limit
+    return out
+
+
+async def poison_replay(body: bytes) -> ApiResponse:
+    async def call() -> ApiResponse:
+        return ApiResponse(200, await replay.replay(services(), **replay_request(body)))
 
     return await answer(call)

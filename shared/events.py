@@ -24,6 +24,7 @@ class Reason(str, Enum):
     WATCHDOG = "watchdog"  # a drainer may have died holding its lease
     SCALE_OUT = "scale-out"  # a deep queue recruits another drainer (slot given)
     FALLBACK = "fallback"  # the timer found work that no event announced
+    REPLAY = "replay"  # an operator put parked chunks back on the queue
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,14 +41,17 @@ def epoch_ms() -> int:
     return int(time.time() * 1000)
 
 
-async def poll(services: Services, *, budget_s: float | None = None) -> list[PollOutcome]:
+async def poll(
+    services: Services, *, budget_s: float | None = None, clock_ms: Callable[[], int] = epoch_ms
+) -> list[PollOutcome]:
+    """One timer tick over every partition. `clock_ms` is the wall clock, or a simulated one (benchmarks)."""
     deadline = time.monotonic() + (budget_s if budget_s is not None else services.settings.drain_budget_s)
-    return [await poll_queue(services, q, deadline) for q in services.settings.partition_queues()]
+    return [await poll_queue(services, q, deadline, clock_ms) for q in services.settings.partition_queues()]
 
 
-async def poll_queue(services: Services, queue: str, deadline: float) -> PollOutcome:
+async def poll_queue(services: Services, queue: str, deadline: float, clock_ms: Callable[[], int]) -> PollOutcome:
     store = services.backoff
-    now_ms = epoch_ms()
+    now_ms = clock_ms()
     state = await store.load(queue, now_ms)
     if not state.is_due(now_ms):
         return PollOutcome(queue, "not-due", None, state)
@@ -58,7 +62,7 @@ async def poll_queue(services: Services, queue: str, deadline: float) -> PollOut
         log.info("fallback: %s is empty; next look in %.0f s", queue, (state.next_due_ms - now_ms) / 1000)
         return PollOutcome(queue, "idle", 0, state)
     action = await act_on_work(services, queue, depth, deadline)
-    state = store.policy.after_work(state, now_ms=epoch_ms(), u=random.random())
+    state = store.policy.after_work(state, now_ms=clock_ms(), u=random.random())
     await store.save(queue, state)
     return PollOutcome(queue, action, depth, state)
 

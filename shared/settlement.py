@@ -15,6 +15,11 @@ class Failure:
     reason: str
 
 
+def counts_metadata(*, ok: int, failed: int, retrying: int) -> dict[str, str]:
+    """The counts a result blob carries as metadata, so batch status needs one listing, no reads."""
+    return {"ok": str(ok), "failed": str(failed), "retrying": str(retrying)}
+
+
 @dataclass(frozen=True)
 class ResultRecord:
     """The result blob of one chunk generation; its counts also travel as blob metadata."""
@@ -35,7 +40,7 @@ class ResultRecord:
         return min(positions, default=0)
 
     def metadata(self) -> dict[str, str]:
-        return {"ok": str(len(self.ok)), "failed": str(len(self.failed)), "retrying": str(len(self.retrying))}
+        return counts_metadata(ok=len(self.ok), failed=len(self.failed), retrying=len(self.retrying))
 
     def to_json(self, finished_at: str) -> dict[str, Any]:
         return {

@@ -71,13 +71,21 @@ class Invoker:
         return await asyncio.shield(task)
 
     async def wait_idle(self, grace_s: float) -> int:
-        """Wait up to `grace_s` for in-flight invocations; returns how many were still running."""
+        """Wait up to `grace_s` for in-flight invocations (also ones that start meanwhile), then cancel the rest.
+
+        Returns how many had to be cancelled.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
+        if self._in_flight:
+            log.info("Waiting up to %.0f s for %d in-flight invocation(s)", grace_s, len(self._in_flight))
+        while self._in_flight and (remaining := deadline - loop.time()) > 0:
+            await asyncio.wait(set(self._in_flight), timeout=remaining)
         pending = set(self._in_flight)
-        if pending:
-            log.info("Waiting up to %.0f s for %d in-flight invocation(s)", grace_s, len(pending))
-            _, pending = await asyncio.wait(pending, timeout=grace_s)
         for task in pending:
             task.cancel()
+        if pending:
+            await asyncio.wait(pending)
         return len(pending)
 
     async def _invoke(self, spec: FunctionSpec, trigger_value: Any, reason: str, invocation_id: str) -> Outcome:

@@ -30,6 +30,7 @@ from emulators.functions.timers import TIMER_TRIGGER, TimerListener, TimerTrigge
 log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
+LISTENER_STOP_S = 10.0
 
 
 @dataclass
@@ -123,7 +124,7 @@ class Host:
             listener = TimerListener(timer, storage, self.invoker, self.host_id, self.options.singleton)
             coros.append(self._guard(listener.name, listener.run(stopping)))
         for trigger in self.plan.service_bus:
-            sb = ServiceBusListener(trigger, self.settings, self.options.service_bus, self.invoker, self.grace_s)
+            sb = ServiceBusListener(trigger, self.settings, self.options.service_bus, self.invoker)
             coros.append(self._guard(sb.name, sb.run(stopping)))
         return coros
 
@@ -141,13 +142,14 @@ class Host:
     ) -> None:
         log.info("Stopping the host: no new invocations; waiting up to %.0f s for in-flight work", self.grace_s)
         http_stopped = asyncio.create_task(runner.cleanup())  # stops listening, then waits for open requests
+        cancelled = await self.invoker.wait_idle(self.grace_s)
+        if cancelled:
+            log.warning("%d invocation(s) were cancelled at the end of the grace period", cancelled)
         if listeners:
-            _, pending = await asyncio.wait(listeners, timeout=self.grace_s + 5)
+            # Listeners now settle what finished and close their clients.
+            _, pending = await asyncio.wait(listeners, timeout=LISTENER_STOP_S)
             for task in pending:
                 task.cancel()
-        still_running = await self.invoker.wait_idle(self.grace_s)
-        if still_running:
-            log.warning("%d invocation(s) were still running at the end of the grace period", still_running)
         await http_stopped
         if storage is not None:
             await storage.close()

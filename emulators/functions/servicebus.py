@@ -156,13 +156,11 @@ class ServiceBusListener:
         settings: Mapping[str, str],
         options: ServiceBusOptions,
         invoker: Invoker,
-        grace_s: float,
     ) -> None:
         self.trigger = trigger
         self.settings = settings
         self.options = options
         self.invoker = invoker
-        self.grace_s = grace_s
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -216,13 +214,10 @@ class ServiceBusListener:
                 task.add_done_callback(self._tasks.discard)
 
     async def _drain(self) -> None:
-        """On stop: let in-flight invocations finish (up to the grace period) so they can be settled."""
-        if not self._tasks:
-            return
-        log.info("'%s': waiting for %d in-flight message(s)", self.name, len(self._tasks))
-        _, pending = await asyncio.wait(set(self._tasks), timeout=self.grace_s)
-        for task in pending:
-            task.cancel()
+        """On stop: settle what is in flight (the invoker cancels invocations past the grace period)."""
+        if self._tasks:
+            log.info("'%s': waiting for %d in-flight message(s)", self.name, len(self._tasks))
+            await asyncio.wait(set(self._tasks))
 
     async def _handle(self, receiver: ServiceBusReceiver, message: ServiceBusReceivedMessage) -> None:
         log.info(

@@ -41,6 +41,15 @@ class RunningHost:
 StartHost = Callable[..., RunningHost]
 
 
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
 class HostLauncher:
     """Starts hosts with their logs and marker folders under one directory, and stops them all."""
 

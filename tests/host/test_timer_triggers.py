@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from azure.storage.blob import BlobServiceClient
 
 from emulators.functions import ncrontab
 from tests.conftest import Azurite, Names
-from tests.host.conftest import RunningHost, StartHost
+from tests.host.conftest import RunningHost, StartHost, wait_until
 
 HOSTS_CONTAINER = "azure-webjobs-hosts"
 EVERY_SECOND = "*/1 * * * * *"
@@ -35,15 +34,6 @@ def ticks(host: RunningHost) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line]
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def status_blob(azurite: Azurite, host_id: str) -> Any:

@@ -1,0 +1,83 @@
+"""Operators list, inspect and replay parked chunks through function_app's routes (real Azurite)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from shared.reports import read_batch_status
+from shared.submit import submit
+from tests.app import handlers
+from tests.app.conftest import RecordingPublisher, drain_all, http_request
+
+SALES = "\n".join(
+    json.dumps({"id": f"r-{i}", "amount": "2.50", "currency": "EUR", "author": "a", "distributor": "d"})
+    for i in range(30)
+).encode()
+
+
+async def call(app_functions: Any, name: str, request: Any) -> tuple[int, Any]:
+    response = await app_functions[name](request)
+    return response.status_code, json.loads(response.get_body())
+
+
+async def test_parked_chunks_can_be_listed_inspected_and_replayed_once(configure, app_functions):
+    publisher = RecordingPublisher()
+    services = configure(
+        publisher=publisher, HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="2", CHUNK_MAX_ITEMS="10"
+    )
+    done = await submit(
+        services, SALES, content_type="application/x-ndjson", content_encoding=None, idempotency_key=None
+    )
+    batch_id = done.manifest.batch_id
+    await drain_all(services)
+    assert (await read_batch_status(services, batch_id))["items"]["failed"] == 3  # r-7, r-17, r-27
+
+    code, listing = await call(app_functions, "poison_list", http_request("GET", "/api/poison"))
+    assert code == 200
+    [partition] = listing["partitions"]
+    assert partition["depth"] == 3
+    assert {p["batch_id"] for p in partition["first"]} == {batch_id}
+    assert all(p["replayable"] and "sevens are unlucky" in p["reason"] for p in partition["first"])
+
+    message_id = partition["first"][0]["message_id"]
+    code, detail = await call(
+        app_functions, "poison_detail", http_request("GET", f"/api/poison/{message_id}", message_id=message_id)
+    )
+    assert code == 200
+    assert detail["items"][0]["id"].endswith("7")
+    assert detail["failed"] == 1
+
+    # The cause is fixed (here: a handler that succeeds); replay everything parked for the batch.
+    services.handler = handlers.record
+    handlers.calls.clear()
+    body = json.dumps({"batch_id": batch_id}).encode()
+    code, replayed = await call(app_functions, "poison_replay", http_request("POST", "/api/poison/replay", body=body))
+    assert code == 200
+    assert replayed["replayed"] == 3
+    assert ("replay", services.settings.work_queue) in [(e.reason.value, e.queue) for e, _ in publisher.events]
+
+    await drain_all(services)
+    status = await read_batch_status(services, batch_id)
+    assert status["status"] == "completed"
+    assert status["items"] == {"total": 30, "succeeded": 30, "failed": 0, "pending": 0}
+    assert Counter(handlers.calls.values()) == Counter({1: 3}), "only the three parked items ran again"
+
+    code, again = await call(app_functions, "poison_replay", http_request("POST", "/api/poison/replay", body=body))
+    assert (code, again["replayed"]) == (200, 0), "a second replay finds nothing to do"
+
+
+async def test_inspecting_an_unknown_parked_chunk_is_a_json_404(configure, app_functions):
+    configure()
+    code, body = await call(app_functions, "poison_detail", http_request("GET", "/api/poison/x", message_id="nope"))
+    assert code == 404
+    assert body["error"]["code"] == "not_found"
+
+
+async def test_a_malformed_replay_request_is_refused_by_name(configure, app_functions):
+    configure()
+    for bad, says in [(b"[1]", "optional"), (b'{"limit": 0}', "limit"), (b'{"message_ids": "x"}', "message_ids")]:
+        code, body = await call(app_functions, "poison_replay", http_request("POST", "/api/poison/replay", body=bad))
+        assert code == 400
+        assert says in body["error"]["message"]
