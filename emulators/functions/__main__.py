@@ -108,6 +108,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.chdir(app_dir)  # the worker runs in the app's folder, so relative paths work the same
         host = prepare(app_dir, args.port, args.grace_period)
         asyncio.run(serve(host))
+        # The real worker process simply ends here; the app's SDK clients (which no Functions app can close,
+        # there being no shutdown hook) would otherwise fill the console with "Unclosed client session".
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     except HostError as e:
         log.error("The host could not start: %s", e)
         return 1

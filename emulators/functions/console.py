@@ -17,8 +17,9 @@ class HostFormatter(logging.Formatter):
     """`[2024-05-01T10:00:00.123Z] message`, as Core Tools prints host and function logs."""
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
-        moment = datetime.fromtimestamp(record.created, UTC)
-        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+        # isoformat rather than strftime: it imports nothing, so it still works while Python shuts down.
+        moment = datetime.fromtimestamp(record.created, UTC).replace(tzinfo=None)
+        return moment.isoformat(timespec="milliseconds") + "Z"
 
     def format(self, record: logging.LogRecord) -> str:
         return f"[{self.formatTime(record)}] {super().format(record)}"

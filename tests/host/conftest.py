@@ -57,13 +57,15 @@ class HostLauncher:
         self.root = root
         self.started: list[ManagedProcess] = []
 
-    def start(self, app: str, env: Mapping[str, str] | None = None, grace_s: float | None = None) -> RunningHost:
+    def start(self, app: str | Path, env: Mapping[str, str] | None = None, grace_s: float | None = None) -> RunningHost:
+        """Start a host on `app`: a folder under tests/host/apps, or any app folder given as a Path."""
         index = len(self.started)
         port = free_port()
         markers = self.root / f"markers-{index}"
         markers.mkdir()
         full_env = {"TEST_MARKER_DIR": str(markers), **(env or {})}
-        process = host(APPS / app, port, self.root / f"host-{index}.log", env=full_env, grace_s=grace_s)
+        app_dir = app if isinstance(app, Path) else APPS / app
+        process = host(app_dir, port, self.root / f"host-{index}.log", env=full_env, grace_s=grace_s)
         self.started.append(process)
         process.start(timeout_s=60)
         return RunningHost(process, port, markers)
