@@ -65,6 +65,12 @@ async def poison_replay(req: func.HttpRequest) -> func.HttpResponse:
     return http_response(await api.poison_replay(req.get_body()))
 
 
+@app.function_name("openapi")
+@app.route(route="openapi.json", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+async def openapi(req: func.HttpRequest) -> func.HttpResponse:
+    return http_response(await api.openapi())
+
+
 @app.function_name("drain")
 @app.service_bus_queue_trigger(arg_name="msg", queue_name="%TRIGGER_QUEUE%", connection="ServiceBusConnection")
 async def drain(msg: func.ServiceBusMessage) -> None:

@@ -8,6 +8,8 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from shared import replay, reports
@@ -18,6 +20,7 @@ from shared.submit import submit
 log = logging.getLogger(__name__)
 
 JSON = "application/json"
+OPENAPI = Path(__file__).with_name("openapi.json")
 
 
 @dataclass(frozen=True)
@@ -145,3 +148,13 @@ async def poison_replay(body: bytes) -> ApiResponse:
         return ApiResponse(200, await replay.replay(services(), **replay_request(body)))
 
     return await answer(call)
+
+
+@cache
+def openapi_document() -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(OPENAPI.read_text())
+    return document
+
+
+async def openapi() -> ApiResponse:
+    return ApiResponse(200, openapi_document())

@@ -17,6 +17,7 @@ from azure.servicebus.exceptions import ServiceBusError
 
 from shared.errors import TriggerUnavailable
 from shared.events import TriggerEvent
+from shared.redact import redact
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,8 @@ class ServiceBusPublisher:
             return await asyncio.wait_for(action(sender), self._settings.publish_timeout_s)
         except (ServiceBusError, OSError, asyncio.TimeoutError, ValueError) as e:
             await self._reset()
-            raise TriggerUnavailable(f"{what} on {self._settings.trigger_queue}: {type(e).__name__}: {e}") from e
+            detail = redact(str(e).splitlines()[0] if str(e) else "")
+            raise TriggerUnavailable(f"{what} on {self._settings.trigger_queue}: {type(e).__name__}: {detail}") from e
 
     async def publish(self, event: TriggerEvent, *, at: datetime | None = None) -> int | None:
         message = to_message(event)

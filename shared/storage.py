@@ -31,6 +31,7 @@ from shared.errors import (
     StorageUnavailable,
 )
 from shared.metering import TransactionCounter
+from shared.redact import redact
 from shared.settings import Settings, StorageConnection
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ def _code(e: Exception) -> str | None:
 
 def _message(e: Exception) -> str:
     # The first line only: SDK messages carry request ids and headers, never needed by callers.
-    return (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+    return redact((str(e).strip().splitlines() or [type(e).__name__])[0][:300])
 
 
 def credential_for(conn: StorageConnection) -> Any:

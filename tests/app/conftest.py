@@ -107,8 +107,8 @@ async def configure(storage_connection_string: str, names: Names) -> AsyncIterat
 
 
 @pytest.fixture(scope="session")
-def app_functions() -> Mapping[str, Callable[..., Any]]:
-    """function_app.py indexed the way the Python worker does it: get_functions() once, by name."""
+def indexed_functions() -> list[Any]:
+    """function_app.py indexed the way the Python worker does it: get_functions() once per app object."""
     baseline = {"TRIGGER_QUEUE": "queue-drain-trigger", "FALLBACK_SCHEDULE": "0 */1 * * * *"}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("AzureWebJobsStorage", "UseDevelopmentStorage=true")
@@ -116,7 +116,13 @@ def app_functions() -> Mapping[str, Callable[..., Any]]:
         for k, v in baseline.items():
             mp.setenv(k, v)
         module = importlib.import_module("function_app")
-        return {f.get_function_name(): f.get_user_function() for f in module.app.get_functions()}
+        return list(module.app.get_functions())
+
+
+@pytest.fixture(scope="session")
+def app_functions(indexed_functions: list[Any]) -> Mapping[str, Callable[..., Any]]:
+    """The app's user functions by name."""
+    return {f.get_function_name(): f.get_user_function() for f in indexed_functions}
 
 
 def http_request(

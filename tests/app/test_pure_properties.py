@@ -331,3 +331,21 @@ def test_coalesced_wakeups_cover_every_due_time(due, window):
     for t in due:
         assert any(0 <= g - t <= window for g in groups)
     assert len(groups) <= len(set(due))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFl==;BlobEndpoint=x",
+        "Endpoint=sb://ns/;SharedAccessKeyName=Root;SharedAccessKey=abc/def+ghi=;EntityPath=q",
+        "GET https://a.blob.core.windows.net/c/b?sv=2021&se=2030&sig=AbCd%2Fef%3D&sp=r failed",
+        "Authorization: Bearer eyJ0eXAiOiJKV1QiLCJhbGciOi.payload.signature",
+    ],
+)
+def test_secrets_are_masked_in_free_text(text):
+    from shared.redact import redact
+
+    masked = redact(text)
+    for secret in ("Eby8vdM02xNOcqFl", "abc/def+ghi", "AbCd%2Fef", "eyJ0eXAiOiJKV1Qi"):
+        assert secret not in masked
+    assert "***" in masked
