@@ -84,7 +84,9 @@ async def drain(msg: func.ServiceBusMessage) -> None:
 
 
 @app.function_name("fallback_poll")
-@app.timer_trigger(arg_name="timer", schedule="%FALLBACK_SCHEDULE%", run_on_startup=False, use_monitor=True)
+# No schedule monitor: it would write a status blob at every tick (1,440 writes a day at one a minute), and a
+# missed tick of a safety-net poller needs no catching up: the next one comes within the minute.
+@app.timer_trigger(arg_name="timer", schedule="%FALLBACK_SCHEDULE%", run_on_startup=False, use_monitor=False)
 async def fallback_poll(timer: func.TimerRequest) -> None:
     outcomes = await poll(runtime.services())
     acted = [o.as_dict(epoch_ms()) for o in outcomes if o.action != "not-due"]
