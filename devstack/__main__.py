@@ -134,24 +134,18 @@ def open_at(path: Path, offset: int) -> IO[str]:
     return io.TextIOWrapper(log_file, errors="replace")
 
 
-def supervise(started: Sequence[ManagedProcess], stop: Stop, followed: IO[str] | None) -> int:
+def supervise(started: Sequence[ManagedProcess], stop: Stop, host_output: IO[str] | None) -> int:
     """Show the host's output until a signal (exit 0) or a child exits on its own (exit 1)."""
-    log_file = followed
-    try:
-        while stop.requested is None:
-            if log_file:
-                follow(log_file)
-            dead = next((p for p in started if not p.running()), None)
-            if dead is not None:
-                log.error("%s exited unexpectedly; last log lines:\n%s", dead.name, dead.tail())
-                return 1
-            time.sleep(POLL_S)
-        log.info("%s received: stopping the function host, the broker and Azurite", stop.requested)
-        return 0
-    finally:
-        if log_file:
-            follow(log_file)
-            log_file.close()
+    while stop.requested is None:
+        if host_output:
+            follow(host_output)
+        dead = next((p for p in started if not p.running()), None)
+        if dead is not None:
+            log.error("%s exited unexpectedly; last log lines:\n%s", dead.name, dead.tail())
+            return 1
+        time.sleep(POLL_S)
+    log.info("%s received: stopping the function host, the broker and Azurite", stop.requested)
+    return 0
 
 
 def banner(with_host: bool) -> str:
@@ -190,10 +184,14 @@ def run(with_host: bool) -> int:
         log.error("%s", e)
         return 1
     print(banner(with_host), flush=True)
+    host_output = open_at(host_log, offset) if with_host else None
     try:
-        return supervise(started, stop, open_at(host_log, offset) if with_host else None)
+        return supervise(started, stop, host_output)
     finally:
         stop_all(started)
+        if host_output:
+            follow(host_output)  # the host's own shutdown lines
+            host_output.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
