@@ -1,0 +1,409 @@
+"""Send, receive and settle with the unmodified SDK (sync client) against the stand-in.
+
+Each test uses its own queue. Opening an SDK sender or receiver costs about half a second and closing one as much
+again (client-side waits), so each test opens few, and opens and closes them side by side (`opened`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+import uuid
+from collections.abc import Callable
+
+import pytest
+from azure.servicebus import (
+    AutoLockRenewer,
+    ServiceBusClient,
+    ServiceBusMessage,
+    ServiceBusMessageBatch,
+    ServiceBusMessageState,
+    ServiceBusReceiveMode,
+    ServiceBusSubQueue,
+)
+from azure.servicebus.exceptions import MessageLockLostError, MessageNotFoundError
+
+from tests.servicebus.sdk import WAIT_S, nothing_arrives, opened, take, texts, utcnow
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_one_message_is_sent_received_and_completed(client: ServiceBusClient) -> None:
+    with opened(client.get_queue_sender("send-one"), client.get_queue_receiver("send-one")) as (sender, receiver):
+        sender.send_messages(ServiceBusMessage("hello"))
+        [message] = take(receiver, 1, complete=False)
+        assert str(message) == "hello"
+        assert message.delivery_count == 0
+        assert message.sequence_number == 1
+        assert message.enqueued_time_utc is not None
+        assert utcnow() < message.locked_until_utc < utcnow() + datetime.timedelta(seconds=61)
+        receiver.complete_message(message)
+        assert nothing_arrives(receiver)
+
+
+def test_a_list_is_sent_as_one_batch_and_arrives_as_separate_messages_in_order(client: ServiceBusClient) -> None:
+    with opened(client.get_queue_sender("send-list"), client.get_queue_receiver("send-list")) as (sender, receiver):
+        sender.send_messages([ServiceBusMessage(f"item {i}") for i in range(20)])
+        got = take(receiver, 20)
+    assert texts(got) == [f"item {i}" for i in range(20)]
+    assert [m.sequence_number for m in got] == list(range(1, 21))
+
+
+def fill(batch: ServiceBusMessageBatch, make: Callable[[], ServiceBusMessage]) -> int:
+    """Add messages until the batch refuses one (MessageSizeExceededError, a ValueError); how many fit."""
+    added = 0
+    while True:
+        try:
+            batch.add_message(make())
+        except ValueError:
+            return added
+        added += 1
+
+
+def test_a_message_batch_fills_up_to_256_kb_and_is_delivered_whole(client: ServiceBusClient) -> None:
+    with opened(client.get_queue_sender("send-batch"), client.get_queue_receiver("send-batch")) as (sender, receiver):
+        batch = sender.create_message_batch()
+        assert batch.max_size_in_bytes == 256 * 1024
+        added = fill(batch, lambda: ServiceBusMessage(b"x" * 10_000))
+        assert 20 <= added <= 26
+        sender.send_messages(batch)
+        assert len(take(receiver, added)) == added
+
+
+def test_message_properties_travel_unchanged(client: ServiceBusClient) -> None:
+    sent = ServiceBusMessage(
+        b'{"k": 1}',
+        application_properties={"kind": "trigger", "n": 7, "ok": True},
+        content_type="application/json",
+        correlation_id="corr-1",
+        message_id="mid-1",
+        subject="subj",
+        to="somewhere",
+        reply_to="back",
+        time_to_live=datetime.timedelta(minutes=5),
+    )
+    with opened(client.get_queue_sender("properties"), client.get_queue_receiver("properties")) as (sender, receiver):
+        sender.send_messages(sent)
+        [got] = take(receiver, 1)
+    assert b"".join(got.body) == b'{"k": 1}'
+    assert got.application_properties == {b"kind": b"trigger", b"n": 7, b"ok": True}
+    assert (got.content_type, got.correlation_id, got.message_id) == ("application/json", "corr-1", "mid-1")
+    assert (got.subject, got.to, got.reply_to) == ("subj", "somewhere", "back")
+    assert got.time_to_live == datetime.timedelta(minutes=5)
+    assert got.expires_at_utc == got.enqueued_time_utc + datetime.timedelta(minutes=5)
+
+
+def test_completed_messages_are_gone_and_abandoned_ones_come_back_with_a_new_lock(client: ServiceBusClient) -> None:
+    with opened(client.get_queue_sender("complete"), client.get_queue_receiver("complete")) as (sender, receiver):
+        sender.send_messages([ServiceBusMessage("done"), ServiceBusMessage("again")])
+        done, again = take(receiver, 2, complete=False)
+        first_token = again.lock_token
+        receiver.complete_message(done)
+        receiver.abandon_message(again)
+        [back] = take(receiver, 1, complete=False)
+        assert str(back) == "again"
+        assert isinstance(back.lock_token, uuid.UUID)
+        assert back.lock_token != first_token
+        receiver.complete_message(back)
+        assert receiver.peek_messages(max_message_count=10, sequence_number=1) == []
+
+
+def test_abandon_increments_the_delivery_count_each_time(client: ServiceBusClient) -> None:
+    with opened(client.get_queue_sender("abandon"), client.get_queue_receiver("abandon")) as (sender, receiver):
+        sender.send_messages(ServiceBusMessage("again"))
+        counts = []
+        for _ in range(3):
+            [message] = take(receiver, 1, complete=False)
+            counts.append(message.delivery_count)
+            receiver.abandon_message(message)
+        [message] = take(receiver, 1)
+    assert counts == [0, 1, 2]
+    assert message.delivery_count == 3
+
+
+def test_deferred_message_is_not_redelivered_but_can_be_received_by_sequence_number(client: ServiceBusClient) -> None:
+    with opened(client.get_queue_sender("defer"), client.get_queue_receiver("defer")) as (sender, receiver):
+        sender.send_messages([ServiceBusMessage("later"), ServiceBusMessage("now")])
+        later, now = take(receiver, 2, complete=False)
+        receiver.defer_message(later)
+        receiver.complete_message(now)
+        assert nothing_arrives(receiver)
+        # After a receive the SDK peeks from the last received sequence number on, so say where to start.
+        [peeked] = receiver.peek_messages(max_message_count=5, sequence_number=1)
+        assert peeked.state == ServiceBusMessageState.DEFERRED
+        [deferred] = receiver.receive_deferred_messages([later.sequence_number])
+        assert str(deferred) == "later"
+        assert deferred.lock_token is not None
+        assert deferred.locked_until_utc > utcnow()
+        receiver.complete_message(deferred)
+        assert receiver.peek_messages(max_message_count=5, sequence_number=1) == []
+        with pytest.raises(MessageNotFoundError):
+            receiver.receive_deferred_messages([later.sequence_number], timeout=2)
+
+
+def test_dead_lettered_message_carries_reason_and_description_into_the_dead_letter_queue(
+    client: ServiceBusClient,
+) -> None:
+    with opened(
+        client.get_queue_sender("dead-letter"),
+        client.get_queue_receiver("dead-letter"),
+        client.get_queue_receiver("dead-letter", sub_queue=ServiceBusSubQueue.DEAD_LETTER),
+    ) as (sender, receiver, dead):
+        sender.send_messages(ServiceBusMessage("poison", application_properties={"keep": "me"}))
+        [message] = take(receiver, 1, complete=False)
+        receiver.dead_letter_message(message, reason="bad-input", error_description="field x is missing")
+        assert nothing_arrives(receiver)
+        [letter] = take(dead, 1)
+        assert nothing_arrives(dead)
+    assert str(letter) == "poison"
+    assert letter.dead_letter_reason == "bad-input"
+    assert letter.dead_letter_error_description == "field x is missing"
+    assert letter.application_properties[b"keep"] == b"me"
+    assert letter.sequence_number == message.sequence_number
+
+
+def test_max_delivery_count_moves_the_message_to_the_dead_letter_queue(client: ServiceBusClient) -> None:
+    with opened(
+        client.get_queue_sender("max-delivery"),
+        client.get_queue_receiver("max-delivery"),
+        client.get_queue_receiver("max-delivery", sub_queue=ServiceBusSubQueue.DEAD_LETTER),
+    ) as (sender, receiver, dead):
+        sender.send_messages(ServiceBusMessage("hopeless"))
+        for _ in range(3):  # MaxDeliveryCount is 3
+            [message] = take(receiver, 1, complete=False)
+            receiver.abandon_message(message)
+        assert nothing_arrives(receiver)
+        [letter] = take(dead, 1)
+    assert str(letter) == "hopeless"
+    assert letter.dead_letter_reason == "MaxDeliveryCountExceeded"
+    assert letter.delivery_count == 3
+
+
+def test_an_expired_lock_redelivers_the_message_and_late_settlement_raises_lock_lost(client: ServiceBusClient) -> None:
+    with opened(
+        client.get_queue_sender("lock-expiry"),
+        client.get_queue_receiver("lock-expiry"),
+        client.get_queue_receiver("lock-expiry"),
+    ) as (sender, first, second):
+        sender.send_messages([ServiceBusMessage("slow"), ServiceBusMessage("stale")])
+        slow, stale = take(first, 2, complete=False)
+        assert nothing_arrives(second)
+        time.sleep(1.1)  # the lock duration is 1 s
+        again = take(second, 2, complete=False)
+        assert sorted(m.sequence_number for m in again) == [slow.sequence_number, stale.sequence_number]
+        assert [m.delivery_count for m in again] == [1, 1]
+        with pytest.raises(MessageLockLostError):  # the SDK's own expiry check
+            first.complete_message(slow)
+        # Make the SDK believe the lock is fine, so it asks the broker, which must refuse.
+        stale._expiry = utcnow() + datetime.timedelta(minutes=1)
+        with pytest.raises(MessageLockLostError):
+            first.complete_message(stale)
+        for message in again:
+            second.complete_message(message)
+
+
+def test_renewing_a_lock_keeps_the_message_from_being_redelivered(client: ServiceBusClient) -> None:
+    with opened(
+        client.get_queue_sender("renew-lock"),
+        client.get_queue_receiver("renew-lock"),
+        client.get_queue_receiver("renew-lock"),
+    ) as (sender, receiver, other):
+        sender.send_messages(ServiceBusMessage("long job"))
+        [message] = take(receiver, 1, complete=False)
+        first_expiry = message.locked_until_utc
+        for _ in range(3):  # 3 s in all; the lock duration is 2 s
+            time.sleep(1)
+            new_expiry = receiver.renew_message_lock(message)
+        assert new_expiry > first_expiry + datetime.timedelta(seconds=2)
+        assert nothing_arrives(other)
+        receiver.complete_message(message)
+
+
+def test_auto_lock_renewer_holds_the_lock_beyond_the_lock_duration(client: ServiceBusClient) -> None:
+    renewer = AutoLockRenewer(max_lock_renewal_duration=30)
+    try:
+        with opened(
+            client.get_queue_sender("auto-renew"),
+            client.get_queue_receiver("auto-renew", auto_lock_renewer=renewer),
+            client.get_queue_receiver("auto-renew"),
+        ) as (sender, receiver, other):
+            sender.send_messages(ServiceBusMessage("very long job"))
+            [message] = take(receiver, 1, complete=False)
+            time.sleep(4.5)  # more than two lock durations of 2 s
+            assert nothing_arrives(other)
+            receiver.complete_message(message)
+            assert message.auto_renew_error is None
+    finally:
+        renewer.close()
+
+
+def test_settlement_over_the_management_link_is_applied(client: ServiceBusClient) -> None:
+    with opened(client.get_queue_sender("mgmt-settle"), client.get_queue_receiver("mgmt-settle")) as (sender, receiver):
+        sender.send_messages([ServiceBusMessage("complete me"), ServiceBusMessage("dead-letter me")])
+        done, dead = take(receiver, 2, complete=False)
+        # The SDK settles this way when the receive link cannot confirm a settlement.
+        receiver._settle_message_via_mgmt_link("completed", [done.lock_token])
+        receiver._settle_message_via_mgmt_link(
+            "suspended", [dead.lock_token], {"deadletter-reason": "why", "deadletter-description": "because"}
+        )
+        assert receiver.peek_messages(max_message_count=5, sequence_number=1) == []
+    with client.get_queue_receiver("mgmt-settle", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as letters:
+        [letter] = letters.peek_messages(max_message_count=5)
+    assert (letter.dead_letter_reason, letter.dead_letter_error_description) == ("why", "because")
+
+
+def test_receive_and_delete_removes_messages_on_delivery(client: ServiceBusClient) -> None:
+    with opened(
+        client.get_queue_sender("receive-delete"),
+        client.get_queue_receiver("receive-delete", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE),
+    ) as (sender, receiver):
+        sender.send_messages([ServiceBusMessage(f"gone {i}") for i in range(5)])
+        got = take(receiver, 5)
+        assert receiver.peek_messages(max_message_count=10, sequence_number=1) == []
+    assert texts(got) == [f"gone {i}" for i in range(5)]
+    assert all(m.lock_token is None for m in got)
+
+
+def test_prefetch_delivers_ahead_and_every_prefetched_message_can_be_completed(client: ServiceBusClient) -> None:
+    with opened(
+        client.get_queue_sender("prefetch"),
+        client.get_queue_receiver("prefetch", prefetch_count=20),
+    ) as (sender, receiver):
+        sender.send_messages([ServiceBusMessage(f"p {i}") for i in range(30)])
+        got = []
+        deadline = time.monotonic() + WAIT_S
+        while len(got) < 30 and time.monotonic() < deadline:
+            got += take(receiver, 5, wait_s=1)
+        assert receiver.peek_messages(max_message_count=50, sequence_number=1) == []
+    assert sorted(texts(got), key=lambda t: int(t.split()[1])) == [f"p {i}" for i in range(30)]
+
+
+def test_messages_prefetched_but_never_read_are_released_when_the_receiver_closes(client: ServiceBusClient) -> None:
+    with client.get_queue_sender("release") as sender:
+        sender.send_messages([ServiceBusMessage(f"r {i}") for i in range(10)])
+        with client.get_queue_receiver("release", prefetch_count=10) as receiver:
+            take(receiver, 1)
+        # The lock duration is 30 s: without the release the other nine would stay locked that long.
+        with client.get_queue_receiver("release") as receiver:
+            rest = take(receiver, 9, wait_s=2)
+    assert len(rest) == 9
+    assert all(m.delivery_count == 0 for m in rest)
+
+
+def test_peek_shows_messages_in_order_without_locking_or_counting(client: ServiceBusClient) -> None:
+    with opened(client.get_queue_sender("peek"), client.get_queue_receiver("peek")) as (sender, receiver):
+        sender.send_messages([ServiceBusMessage(f"look {i}") for i in range(6)])
+        first = receiver.peek_messages(max_message_count=4)
+        rest = receiver.peek_messages(max_message_count=4)  # continues after the last peeked sequence number
+        again = receiver.peek_messages(max_message_count=2, sequence_number=first[2].sequence_number)
+        got = take(receiver, 6)
+    assert texts(first) == [f"look {i}" for i in range(4)]
+    assert texts(rest) == ["look 4", "look 5"]
+    assert texts(again) == ["look 2", "look 3"]
+    assert all(m.lock_token is None and m.state == ServiceBusMessageState.ACTIVE for m in first)
+    assert [m.delivery_count for m in got] == [0] * 6
+
+
+def test_scheduled_messages_arrive_at_their_time_and_show_as_scheduled_until_then(client: ServiceBusClient) -> None:
+    with opened(client.get_queue_sender("schedule"), client.get_queue_receiver("schedule")) as (sender, receiver):
+        due = utcnow() + datetime.timedelta(seconds=1.5)
+        [number] = sender.schedule_messages(ServiceBusMessage("wake up"), due)
+        [peeked] = receiver.peek_messages(max_message_count=5)
+        assert peeked.sequence_number == number
+        assert peeked.state == ServiceBusMessageState.SCHEDULED
+        assert nothing_arrives(receiver)
+        [message] = take(receiver, 1)
+        arrived = utcnow()
+    assert str(message) == "wake up"
+    assert message.sequence_number == number
+    assert message.state == ServiceBusMessageState.ACTIVE
+    assert due <= arrived < due + datetime.timedelta(seconds=1)
+
+
+def test_a_cancelled_scheduled_message_never_arrives(client: ServiceBusClient) -> None:
+    with opened(client.get_queue_sender("schedule-cancel"), client.get_queue_receiver("schedule-cancel")) as (
+        sender,
+        receiver,
+    ):
+        keep, drop = sender.schedule_messages(
+            [ServiceBusMessage("keep"), ServiceBusMessage("drop")], utcnow() + datetime.timedelta(seconds=1)
+        )
+        sender.cancel_scheduled_messages(drop)
+        time.sleep(1.2)
+        got = take(receiver, 2, wait_s=1)
+    assert texts(got) == ["keep"]
+    assert got[0].sequence_number == keep
+
+
+def test_cancelling_an_unknown_scheduled_message_raises_message_not_found(no_retry_client: ServiceBusClient) -> None:
+    with no_retry_client.get_queue_sender("schedule-cancel") as sender, pytest.raises(MessageNotFoundError):
+        sender.cancel_scheduled_messages(987654)
+
+
+def test_a_message_sent_with_a_scheduled_enqueue_time_waits_for_it(client: ServiceBusClient) -> None:
+    with opened(client.get_queue_sender("schedule-send"), client.get_queue_receiver("schedule-send")) as (
+        sender,
+        receiver,
+    ):
+        message = ServiceBusMessage("not yet")
+        message.scheduled_enqueue_time_utc = utcnow() + datetime.timedelta(seconds=1)
+        sender.send_messages(message)
+        assert nothing_arrives(receiver)
+        [got] = take(receiver, 1)
+    assert str(got) == "not yet"
+    assert got.scheduled_enqueue_time_utc is not None
+
+
+def test_message_ttl_and_the_queue_default_ttl_expire_messages(client: ServiceBusClient) -> None:
+    with opened(
+        client.get_queue_sender("ttl-message"),
+        client.get_queue_sender("ttl-queue"),
+        client.get_queue_receiver("ttl-message"),
+        client.get_queue_receiver("ttl-queue"),
+    ) as (own_ttl, queue_ttl, own_ttl_receiver, queue_ttl_receiver):
+        own_ttl.send_messages(
+            [ServiceBusMessage("short-lived", time_to_live=datetime.timedelta(seconds=1)), ServiceBusMessage("kept")]
+        )
+        # ttl-queue's default TTL is 1 s, which caps the message's own hour.
+        queue_ttl.send_messages(ServiceBusMessage("capped", time_to_live=datetime.timedelta(hours=1)))
+        time.sleep(1.2)
+        assert texts(take(own_ttl_receiver, 2, wait_s=1)) == ["kept"]
+        assert nothing_arrives(queue_ttl_receiver)
+    with client.get_queue_receiver("ttl-message", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dead:
+        assert dead.peek_messages(max_message_count=5) == []
+
+
+def test_expired_messages_are_dead_lettered_when_the_queue_says_so(client: ServiceBusClient) -> None:
+    with opened(
+        client.get_queue_sender("ttl-dead-letter"),
+        client.get_queue_receiver("ttl-dead-letter", sub_queue=ServiceBusSubQueue.DEAD_LETTER),
+    ) as (sender, dead):
+        sender.send_messages(ServiceBusMessage("expired"))
+        time.sleep(1.2)  # nobody receives: the broker expires it on its own
+        [letter] = take(dead, 1)
+    assert str(letter) == "expired"
+    assert letter.dead_letter_reason == "TTLExpiredException"
+
+
+def test_duplicate_message_ids_within_the_window_are_dropped(client: ServiceBusClient) -> None:
+    with opened(client.get_queue_sender("dedupe"), client.get_queue_receiver("dedupe")) as (sender, receiver):
+        sender.send_messages(
+            [ServiceBusMessage("first", message_id="same"), ServiceBusMessage("other", message_id="x")]
+        )
+        sender.send_messages(ServiceBusMessage("second", message_id="same"))
+        time.sleep(2.1)  # the window is 2 s
+        sender.send_messages(ServiceBusMessage("third", message_id="same"))
+        assert texts(take(receiver, 4, wait_s=1)) == ["first", "other", "third"]
+
+
+def test_without_duplicate_detection_equal_message_ids_are_all_kept(client: ServiceBusClient) -> None:
+    with opened(client.get_queue_sender("no-dedupe"), client.get_queue_receiver("no-dedupe")) as (sender, receiver):
+        sender.send_messages(ServiceBusMessage("a", message_id="same"))
+        sender.send_messages(ServiceBusMessage("b", message_id="same"))
+        assert texts(take(receiver, 2)) == ["a", "b"]
+
+
+def test_queue_names_are_case_insensitive(client: ServiceBusClient) -> None:
+    with opened(client.get_queue_sender("CASE"), client.get_queue_receiver("Case")) as (sender, receiver):
+        sender.send_messages(ServiceBusMessage("shout"))
+        assert texts(take(receiver, 1)) == ["shout"]
