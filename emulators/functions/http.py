@@ -9,7 +9,7 @@ from typing import Any
 
 import azure.functions as func
 from aiohttp import web
-from multidict import CIMultiDictProxy, MultiDictProxy
+from multidict import MultiMapping
 
 from emulators.functions.indexing import FunctionSpec
 from emulators.functions.invoke import Invoker
@@ -111,7 +111,7 @@ class HttpFrontEnd:
         return to_web_response(route.spec, outcome.value)
 
 
-def _joined(values: CIMultiDictProxy[str] | MultiDictProxy[str], separator: str) -> dict[str, str]:
+def _joined(values: MultiMapping[str], separator: str) -> dict[str, str]:
     """Repeated headers or query keys as one comma-joined value, as the host passes them to the worker."""
     joined: dict[str, str] = {}
     for key in values:

@@ -86,7 +86,7 @@ def index_functions(
         raise IndexingError(f"indexing the function app failed: {type(e).__name__}: {e}") from e
     specs, failures = [], []
     for function in functions:
-        name = function.get_function_name()
+        name = str(function.get_function_name())
         try:
             specs.append(describe(function, settings, directory))
         except (ConfigError, IndexingError) as e:

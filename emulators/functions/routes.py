@@ -32,7 +32,8 @@ def _is_int(bits: int) -> Constraint:
             number = int(value)
         except ValueError:
             return False
-        return -(2 ** (bits - 1)) <= number < 2 ** (bits - 1)
+        limit: int = 2 ** (bits - 1)
+        return -limit <= number < limit
 
     return check
 
