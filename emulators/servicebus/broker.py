@@ -33,6 +33,7 @@ from proton import (
     Sender,
     Terminus,
     int32,
+    symbol,
 )
 from proton.reactor import Container
 
@@ -48,6 +49,11 @@ CONTAINER_ID = "queue-drain-servicebus-standin"
 INCOMING_CREDIT = 200  # messages a sender may have in flight towards us per link
 DEAD_LETTER_CONDITION = "com.microsoft:dead-letter"
 _F = TypeVar("_F", bound=Callable[..., None])
+
+
+def error_condition(name: str, description: str) -> Condition:
+    """An AMQP error as Service Bus sends it: with an info map (pyamqp indexes all three fields of an error)."""
+    return Condition(name, description, {symbol("com.microsoft:tracking-id"): str(uuid.uuid4())})
 
 
 def wall_ms() -> int:
@@ -76,6 +82,7 @@ class Peer:
     remote: str
     grants: list[cbs.Grant] = field(default_factory=list)
     links: dict[Link, LinkInfo] = field(default_factory=dict)
+    sessions_ended: int = 0
 
     def authorized(self, path: str, now_s: float) -> bool:
         return any(grant.covers(path, now_s) for grant in self.grants)
@@ -154,7 +161,7 @@ class Broker(Handler):
         self._peers[connection] = peer
         connection.container = CONTAINER_ID
         if self._stopping:
-            connection.condition = Condition("amqp:connection:forced", "The stand-in is shutting down.")
+            connection.condition = error_condition("amqp:connection:forced", "The stand-in is shutting down.")
             connection.close()
             return
         connection.open()
@@ -166,6 +173,9 @@ class Broker(Handler):
 
     @guarded
     def on_session_remote_close(self, event: Event) -> None:
+        peer = self._peers.get(event.connection)
+        if peer is not None:
+            peer.sessions_ended += 1
         event.session.close()
 
     @guarded
@@ -186,7 +196,26 @@ class Broker(Handler):
     def on_transport_error(self, event: Event) -> None:
         condition = event.transport.condition
         name, description = (condition.name, condition.description) if condition else ("?", "?")
+        peer = self._peers.get(event.connection) if event.connection is not None else None
+        if peer is not None and peer.sessions_ended and description.startswith("no such channel"):
+            # The SDK detaches its $management links after ending their session when it closes a receiver;
+            # proton calls that an error. The client is leaving anyway, so this is not worth a warning.
+            log.debug("connection #%d: frame on an ended session while closing (%s)", peer.number, description)
+            return
         log.warning("connection %s dropped: %s: %s", self._label(event.connection), name, description)
+
+    @guarded
+    def on_transport_tail_closed(self, event: Event) -> None:
+        connection = event.connection
+        if connection is None or event.transport.condition is not None:
+            return  # nothing unusual, or on_transport_error reports it
+        if connection.state & Endpoint.REMOTE_CLOSED or not connection.state & Endpoint.LOCAL_ACTIVE:
+            return  # an orderly close
+        # After a frame it cannot decode proton stops reading without reporting a condition; the connection
+        # would hang half-open, so say what happened and hang up.
+        description = "the client sent a frame that cannot be decoded"
+        log.warning("connection %s dropped: amqp:decode-error: %s", self._label(connection), description)
+        self.fail_connection(connection, "amqp:decode-error", description)
 
     @guarded
     def on_transport_closed(self, event: Event) -> None:
@@ -266,7 +295,7 @@ class Broker(Handler):
             terminus = link.source if link.is_sender else link.target
             terminus.type = Terminus.UNSPECIFIED
         link.open()
-        link.condition = Condition(error.condition, error.description)
+        link.condition = error_condition(error.condition, error.description)
         link.close()
 
     @guarded
@@ -334,7 +363,7 @@ class Broker(Handler):
             messages = codec.parse_transfer(payload)
         except AmqpError as e:
             log.warning("send to %s rejected: %s: %s", queue.name, e.condition, e.description)
-            self._settle(delivery, Disposition.REJECTED, Condition(e.condition, e.description))
+            self._settle(delivery, Disposition.REJECTED, error_condition(e.condition, e.description))
             return
         now = self.clock()
         for message in messages:
@@ -367,7 +396,7 @@ class Broker(Handler):
         except AmqpError as e:
             log.info("settlement on %s refused: %s", queue.name, e.condition)
             self.store.commit()
-            self._settle(delivery, Disposition.REJECTED, Condition(e.condition, e.description))
+            self._settle(delivery, Disposition.REJECTED, error_condition(e.condition, e.description))
             return
         self.store.commit()  # applied before the client hears it worked
         self._echo(delivery, state)
@@ -399,7 +428,7 @@ class Broker(Handler):
             request.decode(payload)
         except Exception as e:
             log.warning("connection #%d: undecodable %s request: %s", peer.number, info.role.value, e)
-            self._settle(delivery, Disposition.REJECTED, Condition("amqp:decode-error", str(e)))
+            self._settle(delivery, Disposition.REJECTED, error_condition("amqp:decode-error", str(e)))
             return
         self._settle(delivery, Disposition.ACCEPTED)
         properties = {str(k): v for k, v in (request.properties or {}).items()}
@@ -536,7 +565,7 @@ class Broker(Handler):
             return
         self._forget(connection)
         if connection.state & Endpoint.LOCAL_ACTIVE:
-            connection.condition = Condition(name, description)
+            connection.condition = error_condition(name, description)
             connection.close()
 
     def _label(self, connection: Connection | None) -> str:
@@ -554,7 +583,7 @@ class Broker(Handler):
             self.close_listeners()
         for connection in list(self._peers):
             if connection.state & Endpoint.LOCAL_ACTIVE:
-                connection.condition = Condition("amqp:connection:forced", "The stand-in is shutting down.")
+                connection.condition = error_condition("amqp:connection:forced", "The stand-in is shutting down.")
                 connection.close()
         if not self._peers:
             self._finish_stop()

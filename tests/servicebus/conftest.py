@@ -46,8 +46,8 @@ QUEUES: dict[str, dict[str, object]] = {
     "dedupe": {"RequiresDuplicateDetection": True, "DuplicateDetectionHistoryTimeWindow": "PT2S"},
     "no-dedupe": {},
     "size": {},
-    "aio": {"LockDuration": "PT5S"},
-    "aio-dead-letter": {},
+    "aio": {"LockDuration": "PT3S"},  # the async AutoLockRenewer polls once a second: 3 s is its practical minimum
+    "aio-receive-delete": {},
     "many-links": {},
     "vanish": {},
     "malformed": {},

@@ -1,0 +1,101 @@
+"""The async client (`azure.servicebus.aio`), which the app's drain path and the local host use."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import AsyncIterator
+
+import pytest
+from azure.servicebus import ServiceBusMessage, ServiceBusReceiveMode, ServiceBusSubQueue
+from azure.servicebus.aio import AutoLockRenewer, ServiceBusClient, ServiceBusReceiver, ServiceBusSender
+
+from tests.servicebus.conftest import RunningBroker
+from tests.servicebus.sdk import utcnow
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+async def aio_client(conformance_broker: RunningBroker) -> AsyncIterator[ServiceBusClient]:
+    async with ServiceBusClient.from_connection_string(conformance_broker.connection_string) as client:
+        yield client
+
+
+async def open_pair(
+    client: ServiceBusClient, queue: str, **receiver_options: object
+) -> tuple[ServiceBusSender, ServiceBusReceiver]:
+    sender = client.get_queue_sender(queue)
+    receiver = client.get_queue_receiver(queue, **receiver_options)
+    await asyncio.gather(sender.__aenter__(), receiver.__aenter__())
+    return sender, receiver
+
+
+async def close_all(*handlers: ServiceBusSender | ServiceBusReceiver) -> None:
+    await asyncio.gather(*(handler.close() for handler in handlers))
+
+
+async def take(receiver: ServiceBusReceiver, count: int, wait_s: float = 5.0) -> list:
+    got: list = []
+    deadline = asyncio.get_running_loop().time() + wait_s
+    while len(got) < count and asyncio.get_running_loop().time() < deadline:
+        got += await receiver.receive_messages(max_message_count=count - len(got), max_wait_time=1)
+    return got
+
+
+async def test_async_send_receive_and_every_settlement(aio_client: ServiceBusClient) -> None:
+    sender, receiver = await open_pair(aio_client, "aio")
+    try:
+        await sender.send_messages([ServiceBusMessage(name) for name in ("complete", "abandon", "defer", "dead")])
+        by_body = {str(m): m for m in await take(receiver, 4)}
+        await receiver.complete_message(by_body["complete"])
+        await receiver.abandon_message(by_body["abandon"])
+        await receiver.defer_message(by_body["defer"])
+        await receiver.dead_letter_message(by_body["dead"], reason="r", error_description="d")
+        [back] = await take(receiver, 1)
+        assert (str(back), back.delivery_count) == ("abandon", 1)
+        await receiver.complete_message(back)
+        [deferred] = await receiver.receive_deferred_messages([by_body["defer"].sequence_number])
+        await receiver.renew_message_lock(deferred)
+        await receiver.complete_message(deferred)
+        assert await receiver.peek_messages(max_message_count=10, sequence_number=1) == []
+    finally:
+        await close_all(sender, receiver)
+    async with aio_client.get_queue_receiver("aio", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dead:
+        [letter] = await take(dead, 1)
+        await dead.complete_message(letter)
+    assert (str(letter), letter.dead_letter_reason, letter.dead_letter_error_description) == ("dead", "r", "d")
+
+
+async def test_async_iteration_with_auto_lock_renewal_and_scheduling(aio_client: ServiceBusClient) -> None:
+    renewer = AutoLockRenewer(max_lock_renewal_duration=30)
+    sender, receiver = await open_pair(aio_client, "aio", auto_lock_renewer=renewer, max_wait_time=5)
+    try:
+        due = utcnow() + datetime.timedelta(seconds=1)
+        [number] = await sender.schedule_messages(ServiceBusMessage("scheduled"), due)
+        [cancelled] = await sender.schedule_messages(ServiceBusMessage("cancelled"), due)
+        await sender.cancel_scheduled_messages(cancelled)
+        async for message in receiver:
+            assert (str(message), message.sequence_number) == ("scheduled", number)
+            assert utcnow() >= due
+            await asyncio.sleep(4)  # the lock is 3 s; the renewer must keep it
+            await receiver.complete_message(message)
+            assert message.auto_renew_error is None
+            break
+        assert await receiver.receive_messages(max_wait_time=0.5) == []
+    finally:
+        await renewer.close()
+        await close_all(sender, receiver)
+
+
+async def test_async_receive_and_delete_with_prefetch(aio_client: ServiceBusClient) -> None:
+    sender, receiver = await open_pair(
+        aio_client, "aio-receive-delete", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, prefetch_count=50
+    )
+    try:
+        await sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(40)])
+        got = await take(receiver, 40)
+        assert sorted(str(m) for m in got) == sorted(f"m{i}" for i in range(40))
+        assert await receiver.peek_messages(max_message_count=50, sequence_number=1) == []
+    finally:
+        await close_all(sender, receiver)
