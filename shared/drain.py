@@ -83,10 +83,12 @@ class DrainReport:
 
 @dataclass
 class Received:
-    """A received message; `pop_receipt` changes whenever its visibility is extended."""
+    """A received message; `pop_receipt` changes whenever its visibility is extended, so every operation
+    that uses it holds `lock`."""
 
     message: QueueMessage
     received_at: float
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property
     def pop_receipt(self) -> str:
@@ -189,14 +191,20 @@ class Drainer:
         self._receivers: set[asyncio.Task[str]] = set()
         self._spawn_receiver(lease)
         more = False
-        while self._receivers:
-            done, _ = await asyncio.wait(self._receivers, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                self._receivers.discard(task)
-                ending = task.result()
-                more = more or ending != "empty"
-                if ending == "failed":
-                    self._storage_failed = True
+        try:
+            while self._receivers:
+                done, _ = await asyncio.wait(self._receivers, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    self._receivers.discard(task)
+                    ending = task.result()
+                    more = more or ending != "empty"
+                    if ending == "failed":
+                        self._storage_failed = True
+        finally:
+            # Cancelled (the function timed out) or failed: no receiver may outlive the session and its lease.
+            for task in self._receivers:
+                task.cancel()
+            await asyncio.gather(*self._receivers, return_exceptions=True)
         return more
 
     def _spawn_receiver(self, lease: DrainLease) -> None:
@@ -267,11 +275,13 @@ class Drainer:
                 if done:
                     task.result()
                     return
-                async with translated(f"extend visibility of {item.message.id}"):
+                async with item.lock, translated(f"extend visibility of {item.message.id}"):
+                    if task.done():
+                        continue
                     updated = await self.queue.update_message(
                         item.message, pop_receipt=item.pop_receipt, visibility_timeout=vis
                     )
-                item.message.pop_receipt = updated.pop_receipt
+                    item.message.pop_receipt = updated.pop_receipt
                 item.received_at = self.clock()
         finally:
             if not task.done():
@@ -467,7 +477,7 @@ class Drainer:
 
     async def _delete(self, item: Received) -> None:
         try:
-            async with translated(f"delete message {item.message.id}"):
+            async with item.lock, translated(f"delete message {item.message.id}"):
                 await self.queue.delete_message(item.message, pop_receipt=item.pop_receipt)
         except ResourceMissing:
             # Its visibility ran out and someone else holds it now; they will settle it (idempotently).
@@ -475,7 +485,7 @@ class Drainer:
 
     async def _update(self, item: Received, text: str, visibility_s: int) -> None:
         try:
-            async with translated(f"update message {item.message.id}"):
+            async with item.lock, translated(f"update message {item.message.id}"):
                 await self.queue.update_message(
                     item.message, pop_receipt=item.pop_receipt, content=text, visibility_timeout=visibility_s
                 )
@@ -568,4 +578,14 @@ async def drain_event(services: Services, event: TriggerEvent) -> DrainReport:
         raise MalformedEvent(f"event names account {event.account!r}, not {services.settings.account_name!r}")
     if event.slot >= services.settings.max_drainers_per_queue:
         raise MalformedEvent(f"event asks for slot {event.slot}, beyond MAX_DRAINERS_PER_QUEUE")
-    return await Drainer(services, event.queue, slot=event.slot, reason=event.reason).run()
+    try:
+        return await Drainer(services, event.queue, slot=event.slot, reason=event.reason).run()
+    except StorageError as e:
+        # Storage is out: come back in a moment rather than burn the event's deliveries into dead-lettering.
+        log.warning("drain of %s stopped by storage (%s); continuing in %d s", event.queue, e, STORAGE_RETRY_S)
+        again = TriggerEvent(event.account, event.queue, Reason.CONTINUE, slot=event.slot)
+        try:
+            await services.publisher.publish(again, at=utcnow() + timedelta(seconds=STORAGE_RETRY_S))
+        except TriggerUnavailable:
+            raise e from None  # neither service answers: let Service Bus redeliver this event
+        return DrainReport(event.queue, event.slot, event.reason.value, outcome="storage-failed")

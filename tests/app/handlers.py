@@ -14,6 +14,7 @@ from typing import Any
 from shared.handlers import ChunkContext, ChunkResult, ItemOutcome
 
 calls: Counter[str] = Counter()
+cancelled: list[str] = []
 attempts_seen: list[int] = []
 entered = asyncio.Event()
 release = asyncio.Event()
@@ -22,6 +23,7 @@ on_chunk: list[Callable[[ChunkContext], Awaitable[None]]] = []
 
 def reset() -> None:
     calls.clear()
+    cancelled.clear()
     attempts_seen.clear()
     on_chunk.clear()
     global entered, release
@@ -74,7 +76,11 @@ async def blocking(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
     for item in items:
         calls[item_id(item)] += 1
     entered.set()
-    await release.wait()
+    try:
+        await release.wait()
+    except asyncio.CancelledError:
+        cancelled.append(f"{context.batch_id}/{context.chunk}")
+        raise
     return ChunkResult([ItemOutcome.success() for _ in items])
 
 

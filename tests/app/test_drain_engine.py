@@ -21,7 +21,7 @@ from shared.reports import read_batch_status
 from shared.runtime import Services
 from shared.submit import claim, prepare, store, submit
 from tests.app import handlers
-from tests.app.conftest import RecordingPublisher, another_instance, drain_all, queue_depth
+from tests.app.conftest import RecordingPublisher, another_instance, drain_all, queue_depth, with_settings
 
 SALE = {"amount": "10.00", "currency": "EUR", "author": "a", "distributor": "d"}
 
@@ -116,6 +116,8 @@ async def test_a_drain_cancelled_mid_chunk_loses_nothing_and_a_second_drain_comp
     first.cancel()
     await asyncio.gather(first, return_exceptions=True)
     assert first.cancelled()
+    assert handlers.cancelled, "the chunk in progress was cancelled with the drain, not left running"
+    assert services.draining == set()
     assert (await read_batch_status(services, batch_id))["items"]["succeeded"] == 0
 
     handlers.release.set()
@@ -375,3 +377,26 @@ async def test_partitions_spread_chunks_over_queues_each_with_its_own_event_and_
         await drain_all(services, queue)
     assert (await read_batch_status(services, batch_id))["status"] == "completed"
     assert set(handlers.calls.values()) == {1}
+
+
+async def test_a_drain_that_storage_stops_comes_back_later_instead_of_burning_its_deliveries(configure):
+    from devstack.azurite import AzuritePorts, connection_string
+    from shared.drain import drain_event
+    from shared.events import TriggerEvent
+
+    publisher = RecordingPublisher()
+    services = configure(publisher=publisher)
+    unreachable = connection_string(AzuritePorts.free())  # nothing listens there: storage is "down"
+    down = another_instance(with_settings(services, storage=services.settings.storage.__class__(
+        "AzureWebJobsStorage", connection_string=unreachable
+    )))  # fmt: skip
+    event = TriggerEvent(services.settings.account_name, services.settings.work_queue, Reason.SUBMITTED)
+
+    report = await drain_event(down, event)
+    await down.storage.close()
+
+    assert report.outcome == "storage-failed"
+    [(again, at)] = publisher.events
+    assert again.reason is Reason.CONTINUE
+    assert at is not None
+    assert (at - datetime.now(timezone.utc)).total_seconds() > 3, "later, not at once"
