@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emulators.servicebus.config import QueueProperties
-from emulators.servicebus.entities import MessageState, Outcome, Queue, new_queue
+from emulators.servicebus.entities import MessageState, Outcome, Queue, QueueMessage, new_queue
 from emulators.servicebus.errors import MessageLockLostError, MessageNotFoundError
 from emulators.servicebus.store import MemoryStore, SqliteStore
 
@@ -19,6 +19,14 @@ LOCK_MS = 1_000
 
 def queue(**properties: object) -> Queue:
     return new_queue("q", QueueProperties(lock_duration_ms=LOCK_MS, **properties), MemoryStore())  # type: ignore[arg-type]
+
+
+def receive_locked(q: Queue, now_ms: int) -> QueueMessage:
+    """The next message, which must be there, locked."""
+    message = q.receive(now_ms, lock=True)
+    assert message is not None
+    assert message.lock_token is not None
+    return message
 
 
 def test_messages_are_handed_out_in_sequence_order_and_each_to_one_receiver() -> None:
@@ -32,9 +40,7 @@ def test_messages_are_handed_out_in_sequence_order_and_each_to_one_receiver() ->
 def test_a_lock_expires_at_its_deadline_and_counts_as_a_failed_delivery() -> None:
     q = queue()
     q.enqueue(b"x", 0)
-    first = q.receive(0, lock=True)
-    assert first is not None
-    assert first.lock_token is not None
+    first = receive_locked(q, 0)
     token = first.lock_token
     assert q.receive(LOCK_MS - 1, lock=True) is None
     again = q.receive(LOCK_MS, lock=True)
@@ -48,9 +54,7 @@ def test_a_lock_expires_at_its_deadline_and_counts_as_a_failed_delivery() -> Non
 def test_renewal_moves_the_deadline() -> None:
     q = queue()
     q.enqueue(b"x", 0)
-    message = q.receive(0, lock=True)
-    assert message is not None
-    assert message.lock_token is not None
+    message = receive_locked(q, 0)
     assert q.renew_lock(message.lock_token, 900) == 900 + LOCK_MS
     assert q.receive(LOCK_MS + 100, lock=True) is None
     q.settle(message.lock_token, Outcome.COMPLETE, 1_800)
@@ -61,9 +65,7 @@ def test_max_delivery_count_dead_letters_with_its_reason() -> None:
     q = queue(max_delivery_count=2)
     q.enqueue(b"x", 0)
     for now in (0, 1):
-        message = q.receive(now, lock=True)
-        assert message is not None
-        assert message.lock_token is not None
+        message = receive_locked(q, now)
         q.settle(message.lock_token, Outcome.ABANDON, now)
     assert q.receive(2, lock=True) is None
     assert q.dead_letter_queue is not None
@@ -74,9 +76,7 @@ def test_max_delivery_count_dead_letters_with_its_reason() -> None:
 def test_release_returns_a_message_without_counting_a_delivery() -> None:
     q = queue()
     q.enqueue(b"x", 0)
-    message = q.receive(0, lock=True)
-    assert message is not None
-    assert message.lock_token is not None
+    message = receive_locked(q, 0)
     q.settle(message.lock_token, Outcome.RELEASE, 1)
     again = q.receive(2, lock=True)
     assert again is not None
@@ -107,9 +107,7 @@ def test_ttl_is_the_smaller_of_message_and_queue_default_and_expiry_can_dead_let
 def test_a_locked_message_does_not_expire_until_its_lock_ends() -> None:
     q = queue()
     q.enqueue(b"x", 0, ttl_ms=100)
-    message = q.receive(50, lock=True)
-    assert message is not None
-    assert message.lock_token is not None
+    message = receive_locked(q, 50)
     q.settle(message.lock_token, Outcome.COMPLETE, 500)  # past its TTL, but the lock still holds
     assert len(q) == 0
 
@@ -127,9 +125,7 @@ def test_duplicates_are_dropped_inside_the_window_only() -> None:
 def test_deferred_messages_are_received_only_by_sequence_number() -> None:
     q = queue()
     q.enqueue(b"x", 0)
-    message = q.receive(0, lock=True)
-    assert message is not None
-    assert message.lock_token is not None
+    message = receive_locked(q, 0)
     q.settle(message.lock_token, Outcome.DEFER, 1)
     assert q.receive(2, lock=True) is None
     with pytest.raises(MessageNotFoundError):
@@ -210,9 +206,7 @@ def test_the_sqlite_journal_restores_exactly_what_the_queue_held(tmp_path: Path)
     q = new_queue("q", properties, store)
     q.enqueue(b"active", 0, message_id="a")
     q.enqueue(b"scheduled", 0, scheduled_ms=50_000)
-    locked = q.receive(10, lock=True)
-    assert locked is not None
-    assert locked.lock_token is not None
+    locked = receive_locked(q, 10)
     store.commit()
     store.close()
 
