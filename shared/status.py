@@ -56,7 +56,8 @@ def batch_status(manifest: Manifest, entries: Iterable[ResultEntry]) -> dict[str
         "batch_id": manifest.batch_id,
         "status": status,
         "submission": "complete" if manifest.state is State.ACCEPTED else "incomplete",
-        "trigger": manifest.trigger,
+        # Only a deferral is recorded (it costs a write); an accepted batch without one was announced.
+        "trigger": manifest.trigger or ("published" if manifest.state is State.ACCEPTED else None),
         "items": {
             "total": manifest.items,
             "succeeded": succeeded,

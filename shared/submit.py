@@ -102,12 +102,16 @@ async def submit(
     manifest, etag = claimed
     outgoing = await asyncio.to_thread(prepare, manifest, chunks, chunk_queues)
     await store(services, outgoing)
+    accepted_at = datetime.now(timezone.utc)
     try:
-        etag = await write_json(container, layout.manifest_blob(batch_id), manifest.accepted(now).to_json(), etag=etag)
+        etag = await write_json(
+            container, layout.manifest_blob(batch_id), manifest.accepted(accepted_at).to_json(), etag=etag
+        )
     except PreconditionFailed:
         raise IdempotencyConflict("a concurrent request with the same Idempotency-Key took this batch over") from None
     trigger = await ring(services, manifest, intake.encoded_bytes)
-    manifest = manifest.accepted(now, trigger)
+    manifest = manifest.accepted(accepted_at, trigger)
+    # Only a deferral costs a second write; a manifest without `trigger` was announced.
     if trigger == "deferred":
         await write_json(container, layout.manifest_blob(batch_id), manifest.to_json(), etag=etag)
     log.info(

@@ -238,6 +238,7 @@ def test_status_counts_lineages_and_knows_when_a_chunk_is_done():
     ]
     status = batch_status(m, entries)
     assert status["status"] == "processing"
+    assert status["trigger"] == "published"
     assert status["items"] == {"total": 15, "succeeded": 13, "failed": 1, "pending": 1}
     assert status["chunks"] == {"total": 2, "done": 1, "poisoned": 1, "pending": 1}
     entries.append(ResultEntry(1, 1, 2, ok=1, failed=0, retrying=0, written_at=at + timedelta(seconds=2)))
