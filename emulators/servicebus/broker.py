@@ -4,6 +4,9 @@ Everything runs on proton's single event thread. Queue rules live in `entities`;
 attaches (`$cbs`, `<queue>/$management`, a queue or its dead-letter subqueue), moves messages between links and
 queues, echoes settlements the way Service Bus does, and wakes itself for lock expiry, schedules and TTL.
 A failure while handling one connection's event is logged and closes that connection only.
+
+Acknowledgements wait for the store: a send is accepted (and a settlement echoed) only after `store.commit()`.
+Proton writes to sockets only after the handler returns, and `guarded` commits before that too.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from proton import (
     Condition,
@@ -32,32 +35,24 @@ from proton import (
     Receiver,
     Sender,
     Terminus,
-    int32,
     symbol,
 )
 from proton.reactor import Container
 
-from emulators.servicebus import cbs, codec, management
+from emulators.servicebus import cbs, codec, management, nodes
 from emulators.servicebus.entities import Outcome, Queue
 from emulators.servicebus.errors import AmqpError, EntityNotFoundError, NotAllowedError, UnauthorizedError
 from emulators.servicebus.namespace import Namespace, entity_path
 from emulators.servicebus.store import Store
+from emulators.servicebus.wakeups import Wakeups
 
 log = logging.getLogger(__name__)
 
 CONTAINER_ID = "queue-drain-servicebus-standin"
-INCOMING_CREDIT = 200  # messages a sender may have in flight towards us per link
-DEAD_LETTER_CONDITION = "com.microsoft:dead-letter"
-_F = TypeVar("_F", bound=Callable[..., None])
-
-
-def error_condition(name: str, description: str) -> Condition:
-    """An AMQP error as Service Bus sends it: with an info map (pyamqp indexes all three fields of an error)."""
-    return Condition(name, description, {symbol("com.microsoft:tracking-id"): str(uuid.uuid4())})
-
-
-def wall_ms() -> int:
-    return int(time.time() * 1000)
+INCOMING_CREDIT = 200  # messages a client may have in flight towards us on one link
+SHUTDOWN_GRACE_S = 2.0  # how long clients get to answer our close before the event loop ends anyway
+_T = TypeVar("_T")
+_Handler = TypeVar("_Handler", bound=Callable[["Broker", Event], None])
 
 
 class Role(Enum):
@@ -71,7 +66,6 @@ class LinkInfo:
     role: Role
     address: str
     queue: Queue | None = None
-    peek_lock: bool = True
 
 
 @dataclass
@@ -88,7 +82,23 @@ class Peer:
         return any(grant.covers(path, now_s) for grant in self.grants)
 
 
-def guarded(method: _F) -> _F:
+def error_condition(name: str, description: str) -> Condition:
+    """An AMQP error as Service Bus sends it: with an info map (pyamqp reads all three fields of an error)."""
+    return Condition(name, description, {symbol("com.microsoft:tracking-id"): str(uuid.uuid4())})
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _present(value: _T | None) -> _T:
+    """Proton types every endpoint of an event as optional; the handlers below only get events that have it."""
+    if value is None:
+        raise RuntimeError("proton event without the expected endpoint")
+    return value
+
+
+def guarded(method: _Handler) -> _Handler:
     """Run one event handler; a bug or bad input closes that connection, never the broker."""
 
     @functools.wraps(method)
@@ -101,7 +111,7 @@ def guarded(method: _F) -> _F:
         finally:
             self.store.commit()
 
-    return run  # type: ignore[return-value]
+    return run  # type: ignore[return-value]  # same signature as `method`
 
 
 class Broker(Handler):
@@ -110,36 +120,29 @@ class Broker(Handler):
         self.namespace = namespace
         self.store = store
         self.clock = clock
-        self.container: Container | None = None
+        self.close_listeners: Callable[[], None] | None = None
+        self._container: Container | None = None
         self._peers: dict[Connection, Peer] = {}
         self._numbers = itertools.count(1)
         self._consumers: dict[str, list[Sender]] = {}
-        self._wakeups: list[tuple[int, str]] = []  # heap of (due ms, queue name)
-        self._wakeup_for: dict[str, int] = {}
-        self._queues_by_name: dict[str, Queue] = {}
-        self._timer_due_ms: list[int] = []  # due times of proton timers already scheduled
+        self._wakeups = Wakeups()
+        self._armed_ms: list[int] = []  # heap: when the proton timers already scheduled will fire
         self._stopping = False
-        self.close_listeners: Callable[[], None] | None = None
 
     # --- reactor -------------------------------------------------------------------------------
 
     @guarded
     def on_reactor_init(self, event: Event) -> None:
-        self.container = event.container
+        self._container = event.container
         for queue in self.namespace.queues():
             self._touch(queue)
 
     @guarded
     def on_timer_task(self, event: Event) -> None:
+        if self._armed_ms:
+            heapq.heappop(self._armed_ms)  # timers fire in order: this one was the earliest
         now = self.clock()
-        if self._timer_due_ms:
-            heapq.heappop(self._timer_due_ms)
-        while self._wakeups and self._wakeups[0][0] <= now:
-            due, name = heapq.heappop(self._wakeups)
-            if self._wakeup_for.get(name) != due:
-                continue  # superseded by an earlier wake-up for the same queue
-            del self._wakeup_for[name]
-            queue = self._queues_by_name[name]
+        for queue in self._wakeups.pop_due(now):
             queue.advance(now)
             self._pump(queue)
             self._touch(queue)
@@ -150,13 +153,12 @@ class Broker(Handler):
     @guarded
     def on_connection_bound(self, event: Event) -> None:
         # The SDK always starts with SASL; ANONYMOUS is enough, the token check happens on $cbs.
-        sasl = event.transport.sasl()
-        sasl.allowed_mechs("ANONYMOUS")
+        _present(event.transport).sasl().allowed_mechs("ANONYMOUS")
 
     @guarded
     def on_connection_remote_open(self, event: Event) -> None:
-        connection = event.connection
-        url = getattr(connection, "url", None)
+        connection = _present(event.connection)
+        url = getattr(connection, "url", None)  # set by proton's acceptor
         peer = Peer(next(self._numbers), f"{url.host}:{url.port}" if url is not None else "?")
         self._peers[connection] = peer
         connection.container = CONTAINER_ID
@@ -169,18 +171,18 @@ class Broker(Handler):
 
     @guarded
     def on_session_remote_open(self, event: Event) -> None:
-        event.session.open()
+        _present(event.session).open()
 
     @guarded
     def on_session_remote_close(self, event: Event) -> None:
-        peer = self._peers.get(event.connection)
+        peer = self._peer(event)
         if peer is not None:
             peer.sessions_ended += 1
-        event.session.close()
+        _present(event.session).close()
 
     @guarded
     def on_connection_remote_close(self, event: Event) -> None:
-        connection = event.connection
+        connection = _present(event.connection)
         condition = connection.remote_condition
         if condition is not None:
             log.warning(
@@ -194,9 +196,9 @@ class Broker(Handler):
 
     @guarded
     def on_transport_error(self, event: Event) -> None:
-        condition = event.transport.condition
-        name, description = (condition.name, condition.description) if condition else ("?", "?")
-        peer = self._peers.get(event.connection) if event.connection is not None else None
+        condition = _present(event.transport).condition
+        name, description = (condition.name, condition.description or "") if condition else ("?", "")
+        peer = self._peer(event)
         if peer is not None and peer.sessions_ended and description.startswith("no such channel"):
             # The SDK detaches its $management links after ending their session when it closes a receiver;
             # proton calls that an error. The client is leaving anyway, so this is not worth a warning.
@@ -207,7 +209,7 @@ class Broker(Handler):
     @guarded
     def on_transport_tail_closed(self, event: Event) -> None:
         connection = event.connection
-        if connection is None or event.transport.condition is not None:
+        if connection is None or _present(event.transport).condition is not None:
             return  # nothing unusual, or on_transport_error reports it
         if connection.state & Endpoint.REMOTE_CLOSED or not connection.state & Endpoint.LOCAL_ACTIVE:
             return  # an orderly close
@@ -219,9 +221,8 @@ class Broker(Handler):
 
     @guarded
     def on_transport_closed(self, event: Event) -> None:
-        connection = event.connection
-        if connection is not None:
-            self._forget(connection)
+        if event.connection is not None:
+            self._forget(event.connection)
         if self._stopping and not self._peers:
             self._finish_stop()
 
@@ -229,14 +230,13 @@ class Broker(Handler):
 
     @guarded
     def on_link_remote_open(self, event: Event) -> None:
-        link = event.link
-        peer = self._peers.get(event.connection)
+        link = _present(event.link)
+        peer = self._peer(event)
         if peer is None:
             return
         link.source.copy(link.remote_source)
         link.target.copy(link.remote_target)
-        address = (link.remote_source if link.is_sender else link.remote_target).address
-        path = entity_path(address)
+        path = entity_path((link.remote_source if link.is_sender else link.remote_target).address)
         try:
             info = self._attach(peer, link, path)
         except AmqpError as e:
@@ -246,7 +246,7 @@ class Broker(Handler):
         link.open()
         if isinstance(link, Receiver):
             link.flow(INCOMING_CREDIT)
-        elif info.queue is not None and info.role is Role.ENTITY:
+        elif isinstance(link, Sender) and info.role is Role.ENTITY and info.queue is not None:
             self._consumers.setdefault(info.queue.name, []).append(link)
             self._pump(info.queue)
 
@@ -255,35 +255,28 @@ class Broker(Handler):
             return LinkInfo(Role.CBS, path)
         now_s = self.clock() / 1000
         if path.endswith(management.MANAGEMENT_SUFFIX):
-            entity = path[: -len(management.MANAGEMENT_SUFFIX)]
-            self._check_grant(peer, entity, now_s)
-            queue = self._queue(entity)
-            log.debug("connection #%d attached management link for %s", peer.number, queue.name)
+            queue = self._authorized_queue(peer, path.removesuffix(management.MANAGEMENT_SUFFIX), now_s)
+            log.debug("connection #%d attached a management link for %s", peer.number, queue.name)
             return LinkInfo(Role.MANAGEMENT, path, queue)
-        self._check_grant(peer, path, now_s)
-        queue = self._queue(path)
+        queue = self._authorized_queue(peer, path, now_s)
         if isinstance(link, Receiver):
             if queue.is_dead_letter_queue:
                 raise NotAllowedError(f"Cannot send to the dead-letter queue {queue.name}.")
             link.max_message_size = codec.MAX_MESSAGE_BYTES
             log.info("connection #%d attached sender to %s", peer.number, queue.name)
             return LinkInfo(Role.ENTITY, path, queue)
-        peek_lock = link.remote_snd_settle_mode != Link.SND_SETTLED
+        # A receive-and-delete client asks for pre-settled deliveries; peek-lock for settle-mode "second".
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = link.remote_rcv_settle_mode
-        mode = "peek-lock" if peek_lock else "receive-and-delete"
+        mode = "receive-and-delete" if link.remote_snd_settle_mode == Link.SND_SETTLED else "peek-lock"
         log.info("connection #%d attached receiver (%s) to %s", peer.number, mode, queue.name)
-        return LinkInfo(Role.ENTITY, path, queue, peek_lock)
+        return LinkInfo(Role.ENTITY, path, queue)
 
-    def _check_grant(self, peer: Peer, path: str, now_s: float) -> None:
+    def _authorized_queue(self, peer: Peer, path: str, now_s: float) -> Queue:
         if not peer.authorized(path, now_s):
             raise UnauthorizedError(f"No valid token for '{path}': put a token on $cbs first.")
-
-    def _queue(self, path: str) -> Queue:
         queue = self.namespace.queue(path)
-        if queue.name not in self._queues_by_name:
-            self._queues_by_name[queue.name] = queue
-            self._touch(queue)
+        self._touch(queue)
         return queue
 
     def _refuse_link(self, peer: Peer, link: Link, path: str, error: AmqpError) -> None:
@@ -292,18 +285,15 @@ class Broker(Handler):
         )
         if isinstance(error, EntityNotFoundError):
             # Service Bus answers an unknown entity with a null terminus before the detach.
-            terminus = link.source if link.is_sender else link.target
-            terminus.type = Terminus.UNSPECIFIED
+            (link.source if link.is_sender else link.target).type = Terminus.UNSPECIFIED
         link.open()
         link.condition = error_condition(error.condition, error.description)
         link.close()
 
     @guarded
     def on_link_remote_close(self, event: Event) -> None:
-        link = event.link
-        peer = self._peers.get(event.connection)
-        if peer is not None:
-            self._drop_link(peer, link)
+        link = _present(event.link)
+        self._drop_link(event, link)
         condition = link.remote_condition
         if condition is not None:
             log.info("link %s closed by the client with %s: %s", link.name, condition.name, condition.description)
@@ -311,16 +301,14 @@ class Broker(Handler):
 
     @guarded
     def on_link_remote_detach(self, event: Event) -> None:
-        peer = self._peers.get(event.connection)
-        if peer is not None:
-            self._drop_link(peer, event.link)
-        event.link.detach()
+        link = _present(event.link)
+        self._drop_link(event, link)
+        link.detach()
 
     @guarded
     def on_link_flow(self, event: Event) -> None:
-        link = event.link
-        peer = self._peers.get(event.connection)
-        info = peer.links.get(link) if peer is not None else None
+        link = _present(event.link)
+        info = self._link_info(event, link)
         if not isinstance(link, Sender) or info is None:
             return
         if info.role is Role.ENTITY and info.queue is not None:
@@ -332,14 +320,12 @@ class Broker(Handler):
 
     @guarded
     def on_delivery(self, event: Event) -> None:
-        delivery = event.delivery
-        peer = self._peers.get(event.connection)
-        info = peer.links.get(event.link) if peer is not None else None
+        delivery, link = _present(event.delivery), _present(event.link)
+        peer, info = self._peer(event), self._link_info(event, link)
         if peer is None or info is None:
             delivery.settle()
-            return
-        if isinstance(event.link, Receiver):
-            self._incoming(peer, info, event.link, delivery)
+        elif isinstance(link, Receiver):
+            self._incoming(peer, info, link, delivery)
         else:
             self._outcome(info, delivery)
 
@@ -363,7 +349,7 @@ class Broker(Handler):
             messages = codec.parse_transfer(payload)
         except AmqpError as e:
             log.warning("send to %s rejected: %s: %s", queue.name, e.condition, e.description)
-            self._settle(delivery, Disposition.REJECTED, error_condition(e.condition, e.description))
+            _settle(delivery, Disposition.REJECTED, error_condition(e.condition, e.description))
             return
         now = self.clock()
         for message in messages:
@@ -374,8 +360,8 @@ class Broker(Handler):
                 ttl_ms=message.ttl_ms,
                 scheduled_ms=message.scheduled_ms,
             )
-        self.store.commit()  # stored before the sender hears "accepted"
-        self._settle(delivery, Disposition.ACCEPTED)
+        self.store.commit()
+        _settle(delivery, Disposition.ACCEPTED)
         self._pump(queue)
         self._touch(queue)
 
@@ -384,112 +370,55 @@ class Broker(Handler):
         token = getattr(delivery, "lock_token", None)
         if info.role is not Role.ENTITY or info.queue is None or token is None:
             if delivery.remote_state or delivery.settled:
-                delivery.settle()
+                delivery.settle()  # a $cbs/$management reply was received
             return
         state = delivery.remote_state
         if state not in (Disposition.ACCEPTED, Disposition.REJECTED, Disposition.MODIFIED, Disposition.RELEASED):
             return
         outcome, reason, description = _settlement(delivery)
-        queue = info.queue
         try:
-            queue.settle(token, outcome, self.clock(), reason=reason, description=description)
+            info.queue.settle(token, outcome, self.clock(), reason=reason, description=description)
         except AmqpError as e:
-            log.info("settlement on %s refused: %s", queue.name, e.condition)
-            self.store.commit()
-            self._settle(delivery, Disposition.REJECTED, error_condition(e.condition, e.description))
+            log.info("settlement on %s refused: %s", info.queue.name, e.condition)
+            _settle(delivery, Disposition.REJECTED, error_condition(e.condition, e.description))
             return
-        self.store.commit()  # applied before the client hears it worked
-        self._echo(delivery, state)
+        self.store.commit()
+        _echo(delivery, state)
         if outcome in (Outcome.ABANDON, Outcome.RELEASE):
-            self._pump(queue)
-        self._touch(queue)
-
-    def _echo(self, delivery: Delivery, state: int) -> None:
-        # The SDK waits for the broker to settle with the outcome it asked for (a plain echo, no error).
-        if delivery.settled:
-            delivery.settle()
-            return
-        if state == Disposition.MODIFIED:
-            delivery.local.failed = delivery.remote.failed
-            delivery.local.undeliverable = delivery.remote.undeliverable
-        self._settle(delivery, state)
-
-    def _settle(self, delivery: Delivery, state: int, condition: Condition | None = None) -> None:
-        if condition is not None:
-            delivery.local.condition = condition
-        delivery.update(state)
-        delivery.settle()
-
-    # --- $cbs and $management requests -------------------------------------------------------------
+            self._pump(info.queue)
+        self._touch(info.queue)
 
     def _request(self, peer: Peer, info: LinkInfo, payload: bytes, delivery: Delivery) -> None:
-        request = Message()
         try:
-            request.decode(payload)
-        except Exception as e:
-            log.warning("connection #%d: undecodable %s request: %s", peer.number, info.role.value, e)
-            self._settle(delivery, Disposition.REJECTED, error_condition("amqp:decode-error", str(e)))
+            request = nodes.decode_request(payload)
+        except AmqpError as e:
+            log.warning("connection #%d: %s request rejected: %s", peer.number, info.role.value, e.description)
+            _settle(delivery, Disposition.REJECTED, error_condition(e.condition, e.description))
             return
-        self._settle(delivery, Disposition.ACCEPTED)
-        properties = {str(k): v for k, v in (request.properties or {}).items()}
-        if info.role is Role.CBS:
-            response = self._put_token(peer, properties, request.body)
+        _settle(delivery, Disposition.ACCEPTED)
+        if info.queue is None:  # $cbs
+            reply, grant = nodes.put_token(request, self.clock() / 1000, f"connection #{peer.number}")
+            if grant is not None:
+                peer.grants.append(grant)
         else:
-            assert info.queue is not None
-            body = codec.owned(request.body) if isinstance(request.body, dict) else {}
-            assert isinstance(body, dict)
-            operation = str(properties.get("operation", ""))
-            result = management.handle(info.queue, operation, {str(k): v for k, v in body.items()}, self.clock())
-            response = Message(
-                body=result.body,
-                properties={
-                    "statusCode": int32(result.status_code),
-                    "statusDescription": result.description,
-                    **({"errorCondition": result.condition} if result.condition else {}),
-                },
-            )
+            reply = nodes.manage(request, info.queue, self.clock())
             self.store.commit()
             self._pump(info.queue)
             self._touch(info.queue)
-        response.correlation_id = request.id
-        self._reply(peer, info, request.reply_to, response)
+        self._reply(peer, info, request.reply_to, reply)
 
-    def _put_token(self, peer: Peer, properties: dict[str, Any], token: object) -> Message:
-        audience = properties.get("name")
-        try:
-            grant = cbs.put_token(properties, token, self.clock() / 1000)
-        except AmqpError as e:
-            log.warning("connection #%d: token for %s refused: %s", peer.number, audience, e.description)
-            status, description = e.status_code, e.description
-        else:
-            peer.grants.append(grant)
-            log.debug("connection #%d: token accepted for %s", peer.number, audience)
-            status, description = 202, "Accepted"
-        return Message(properties={"status-code": int32(status), "status-description": description})
-
-    def _reply(self, peer: Peer, info: LinkInfo, reply_to: str | None, response: Message) -> None:
+    def _reply(self, peer: Peer, info: LinkInfo, reply_to: str | None, reply: Message) -> None:
         address = entity_path(reply_to) if reply_to else info.address
-        link = self._reply_link(peer, info.role, address)
+        link = _reply_link(peer, info.role, address)
         if link is None:
-            log.warning("connection #%d: no reply link for %s; response dropped", peer.number, address)
+            log.warning("connection #%d: no reply link for %s; reply dropped", peer.number, address)
             return
-        delivery = link.delivery(uuid.uuid4().bytes)
-        link.send(response.encode())
-        link.advance()
-        if link.snd_settle_mode == Link.SND_SETTLED:
-            delivery.settle()
-
-    def _reply_link(self, peer: Peer, role: Role, address: str) -> Sender | None:
-        for link, info in peer.links.items():
-            active = link.state & Endpoint.LOCAL_ACTIVE
-            if isinstance(link, Sender) and info.role is role and info.address == address and active:
-                return link
-        return None
+        _send(link, uuid.uuid4().bytes, reply.encode(), settled=link.snd_settle_mode == Link.SND_SETTLED)
 
     # --- moving messages to consumers --------------------------------------------------------------
 
     def _pump(self, queue: Queue) -> None:
-        """Hand available messages to this queue's receivers, one at a time around the ring while credit lasts."""
+        """Hand available messages to this queue's receivers, one each around the ring while credit lasts."""
         consumers = self._consumers.get(queue.name)
         if not consumers:
             return
@@ -500,52 +429,49 @@ class Broker(Handler):
             for link in consumers:
                 if link.credit <= 0 or not link.state & Endpoint.LOCAL_ACTIVE:
                     continue
-                peek_lock = link.snd_settle_mode != Link.SND_SETTLED
-                message = queue.receive(now, lock=peek_lock)
+                message = queue.receive(now, lock=link.snd_settle_mode != Link.SND_SETTLED)
                 if message is None:
                     return
-                self._deliver(link, message.lock_token, codec.render(message))
+                # In peek-lock the delivery tag is the lock token (the SDK reads it as UUID(bytes_le=tag)).
+                token = message.lock_token
+                delivery = _send(link, (token or uuid.uuid4()).bytes_le, codec.render(message), settled=token is None)
+                delivery.lock_token = token
                 progressed = True
             consumers.append(consumers.pop(0))  # the next pump starts with the next receiver
-
-    def _deliver(self, link: Sender, lock_token: uuid.UUID | None, payload: bytes) -> None:
-        # In peek-lock the delivery tag is the lock token (the SDK reads it as UUID(bytes_le=tag)).
-        tag = (lock_token or uuid.uuid4()).bytes_le
-        delivery = link.delivery(tag)
-        delivery.lock_token = lock_token
-        link.send(payload)
-        link.advance()
-        if lock_token is None:
-            delivery.settle()
 
     # --- timers ------------------------------------------------------------------------------------
 
     def _touch(self, queue: Queue) -> None:
-        """Make sure the broker wakes up when this queue next has something due."""
-        for entity in (queue, queue.dead_letter_queue):
-            if entity is None:
-                continue
-            self._queues_by_name.setdefault(entity.name, entity)
-            due = entity.next_deadline_ms()
-            current = self._wakeup_for.get(entity.name)
-            if due is not None and (current is None or due < current):
-                self._wakeup_for[entity.name] = due
-                heapq.heappush(self._wakeups, (due, entity.name))
+        """Make sure the broker wakes up when this queue (or its dead-letter queue) next has something due."""
+        self._wakeups.note(queue)
+        if queue.dead_letter_queue is not None:
+            self._wakeups.note(queue.dead_letter_queue)
         self._arm_timer()
 
     def _arm_timer(self) -> None:
-        if not self._wakeups or self.container is None or self._stopping:
+        due = self._wakeups.next_due_ms()
+        if due is None or self._container is None or self._stopping:
             return
-        due = self._wakeups[0][0]
-        if self._timer_due_ms and self._timer_due_ms[0] <= due:
-            return  # an earlier (or equal) timer is already set
-        heapq.heappush(self._timer_due_ms, due)
-        delay_s = max(0.0, (due - self.clock()) / 1000) + 0.001
-        self.container.schedule(delay_s, self)
+        if self._armed_ms and self._armed_ms[0] <= due:
+            return  # a timer that fires early enough is already set
+        heapq.heappush(self._armed_ms, due)
+        self._container.schedule(max(0.0, (due - self.clock()) / 1000) + 0.001, self)
 
     # --- cleanup and shutdown ----------------------------------------------------------------------
 
-    def _drop_link(self, peer: Peer, link: Link) -> None:
+    def _peer(self, event: Event) -> Peer | None:
+        return self._peers.get(event.connection) if event.connection is not None else None
+
+    def _link_info(self, event: Event, link: Link) -> LinkInfo | None:
+        peer = self._peer(event)
+        return peer.links.get(link) if peer is not None else None
+
+    def _drop_link(self, event: Event, link: Link) -> None:
+        peer = self._peer(event)
+        if peer is not None:
+            self._forget_link(peer, link)
+
+    def _forget_link(self, peer: Peer, link: Link) -> None:
         info = peer.links.pop(link, None)
         if info is not None and info.queue is not None and isinstance(link, Sender):
             consumers = self._consumers.get(info.queue.name, [])
@@ -557,7 +483,7 @@ class Broker(Handler):
         if peer is None:
             return
         for link in list(peer.links):
-            self._drop_link(peer, link)
+            self._forget_link(peer, link)
         log.debug("connection #%d closed", peer.number)
 
     def fail_connection(self, connection: Connection | None, name: str, description: str) -> None:
@@ -587,12 +513,12 @@ class Broker(Handler):
                 connection.close()
         if not self._peers:
             self._finish_stop()
-        elif self.container is not None:
-            self.container.schedule(2.0, _Later(self._finish_stop))
+        elif self._container is not None:
+            self._container.schedule(SHUTDOWN_GRACE_S, _Later(self._finish_stop))
 
     def _finish_stop(self) -> None:
-        if self.container is not None:
-            self.container.stop()
+        if self._container is not None:
+            self._container.stop()
 
 
 class _Later(Handler):
@@ -602,6 +528,43 @@ class _Later(Handler):
 
     def on_timer_task(self, event: Event) -> None:
         self._action()
+
+
+def _reply_link(peer: Peer, role: Role, address: str) -> Sender | None:
+    """The client's open link for replies from this node: our sending link whose source is the node's address."""
+    for link, info in peer.links.items():
+        if not isinstance(link, Sender) or not link.state & Endpoint.LOCAL_ACTIVE:
+            continue
+        if info.role is role and info.address == address:
+            return link
+    return None
+
+
+def _send(link: Sender, tag: bytes, payload: bytes, *, settled: bool) -> Delivery:
+    delivery = link.delivery(tag)  # type: ignore[arg-type]  # proton takes binary tags; its hint says str
+    link.send(payload)
+    link.advance()
+    if settled:
+        delivery.settle()
+    return delivery
+
+
+def _settle(delivery: Delivery, state: int, condition: Condition | None = None) -> None:
+    if condition is not None:
+        delivery.local.condition = condition
+    delivery.update(state)
+    delivery.settle()
+
+
+def _echo(delivery: Delivery, state: int) -> None:
+    """Settle with the outcome the client asked for: the SDK waits for exactly that echo (with no error)."""
+    if delivery.settled:
+        delivery.settle()
+        return
+    if state == Disposition.MODIFIED:
+        delivery.local.failed = delivery.remote.failed
+        delivery.local.undeliverable = delivery.remote.undeliverable
+    _settle(delivery, state)
 
 
 def _settlement(delivery: Delivery) -> tuple[Outcome, str | None, str | None]:
@@ -614,10 +577,8 @@ def _settlement(delivery: Delivery) -> tuple[Outcome, str | None, str | None]:
     if state == Disposition.MODIFIED:
         return (Outcome.DEFER if delivery.remote.undeliverable else Outcome.ABANDON), None, None
     condition = delivery.remote.condition
-    info = (condition.info if condition is not None else None) or {}
-    reason = info.get("DeadLetterReason")
-    description = info.get("DeadLetterErrorDescription")
-    return Outcome.DEAD_LETTER, _text(reason), _text(description)
+    info = condition.info if condition is not None and isinstance(condition.info, dict) else {}
+    return Outcome.DEAD_LETTER, _text(info.get("DeadLetterReason")), _text(info.get("DeadLetterErrorDescription"))
 
 
 def _text(value: object) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from proton import Data, DataException, Described, int32, symbol, timestamp, ubyte, uint, ulong
 
@@ -56,9 +57,29 @@ class MalformedMessageError(BadRequestError):
 
 @dataclass(frozen=True)
 class Section:
+    """One message section as raw bytes; only the small sections the broker reads are ever decoded."""
+
     code: int
     raw: bytes
-    value: object
+
+    def value(self) -> object:
+        data = Data()
+        try:
+            data.decode(self.raw)
+            described = data.get_object()
+        except (DataException, ValueError, TypeError, KeyError) as e:
+            raise MalformedMessageError(f"undecodable message section 0x{self.code:02x}: {e}") from e
+        return owned(described.value) if isinstance(described, Described) else None
+
+    def binary(self) -> bytes:
+        """The bytes of a data section, sliced out without decoding (bodies can be large)."""
+        start = _skip(memoryview(self.raw), 1)  # past the descriptor
+        constructor = self.raw[start]
+        if constructor == 0xA0:
+            return self.raw[start + 2 :]
+        if constructor == 0xB0:
+            return self.raw[start + 5 :]
+        raise MalformedMessageError("a data section must hold binary")
 
 
 @dataclass(frozen=True)
@@ -72,23 +93,64 @@ class IncomingMessage:
 
 
 def split_sections(payload: bytes) -> list[Section]:
+    """Cut a message into its sections by walking the AMQP type constructors (no values are decoded)."""
     sections: list[Section] = []
     view = memoryview(payload)
     offset = 0
     while offset < len(payload):
-        data = Data()
-        try:
-            consumed = data.decode(bytes(view[offset:]))
-            value = data.get_object()
-        except (DataException, ValueError, TypeError, KeyError) as e:
-            raise MalformedMessageError(f"undecodable message section at byte {offset}: {e}") from e
-        code = _section_code(value)
-        if code is None or consumed <= 0:
+        if payload[offset] != 0x00:
             raise MalformedMessageError(f"byte {offset} does not start an AMQP message section")
-        assert isinstance(value, Described)
-        sections.append(Section(code, bytes(view[offset : offset + consumed]), owned(value.value)))
-        offset += consumed
+        end = _skip(view, offset)
+        sections.append(Section(_section_code(view, offset + 1), payload[offset:end]))
+        offset = end
     return sections
+
+
+# Width of the value after a fixed-width constructor, by the constructor's high nibble (AMQP 1.0, 1.2).
+_FIXED_WIDTH = {0x4: 0, 0x5: 1, 0x6: 2, 0x7: 4, 0x8: 8, 0x9: 16}
+# Width of the size field of a variable-width, compound or array constructor, by high nibble.
+_SIZE_WIDTH = {0xA: 1, 0xB: 4, 0xC: 1, 0xD: 4, 0xE: 1, 0xF: 4}
+
+
+def _skip(view: memoryview, offset: int) -> int:
+    """The offset just past the encoded value that starts at `offset`."""
+    if offset >= len(view):
+        raise MalformedMessageError(f"the message ends inside a value at byte {offset}")
+    constructor = view[offset]
+    if constructor == 0x00:  # described: a descriptor value, then the value
+        return _skip(view, _skip(view, offset + 1))
+    nibble = constructor >> 4
+    if nibble in _FIXED_WIDTH:
+        end = offset + 1 + _FIXED_WIDTH[nibble]
+    elif nibble in _SIZE_WIDTH:
+        width = _SIZE_WIDTH[nibble]
+        if offset + 1 + width > len(view):
+            raise MalformedMessageError(f"the message ends inside a size field at byte {offset}")
+        size = int.from_bytes(view[offset + 1 : offset + 1 + width], "big")
+        end = offset + 1 + width + size
+    else:
+        raise MalformedMessageError(f"0x{constructor:02x} at byte {offset} is not an AMQP type constructor")
+    if end > len(view):
+        raise MalformedMessageError(f"the value at byte {offset} runs past the end of the message")
+    return end
+
+
+def _section_code(view: memoryview, offset: int) -> int:
+    """The section a descriptor names: 0x53 nn (small ulong), 0x80 (ulong) or a symbol such as amqp:data:binary."""
+    constructor = view[offset]
+    end = _skip(view, offset)
+    if constructor == 0x53:
+        code = view[offset + 1]
+    elif constructor == 0x80:
+        code = int.from_bytes(view[offset + 1 : end], "big")
+    elif constructor in (0xA3, 0xB3):
+        width = 1 if constructor == 0xA3 else 4
+        code = _SYMBOLIC.get(bytes(view[offset + 1 + width : end]).decode("ascii", "replace"), 0)
+    else:
+        code = 0
+    if not HEADER <= code <= FOOTER:
+        raise MalformedMessageError(f"the section at byte {offset - 1} has an unknown descriptor")
+    return code
 
 
 def owned(value: object) -> object:
@@ -100,15 +162,6 @@ def owned(value: object) -> object:
     if isinstance(value, dict):
         return {owned(key): owned(item) for key, item in value.items()}
     return value
-
-
-def _section_code(value: object) -> int | None:
-    if not isinstance(value, Described):
-        return None
-    descriptor = value.descriptor
-    if isinstance(descriptor, int) and HEADER <= descriptor <= FOOTER:
-        return int(descriptor)
-    return _SYMBOLIC.get(str(descriptor)) if isinstance(descriptor, str) else None
 
 
 def parse_transfer(payload: bytes) -> list[IncomingMessage]:
@@ -138,7 +191,7 @@ def _batch_members(sections: Sequence[Section]) -> list[bytes] | None:
     codes = {section.code for section in sections}
     if codes & {HEADER, APPLICATION_PROPERTIES, AMQP_VALUE, AMQP_SEQUENCE} or DATA not in codes:
         return None
-    members = [_binary(section.value) for section in sections if section.code == DATA]
+    members = [section.binary() for section in sections if section.code == DATA]
     return members if all(_is_whole_message(member) for member in members) else None
 
 
@@ -173,22 +226,18 @@ def _message_id_text(message_id: object) -> str:
 
 def _section_list(sections: Sequence[Section], code: int) -> list[object]:
     for section in sections:
-        if section.code == code and isinstance(section.value, list):
-            return section.value
+        if section.code == code:
+            value = section.value()
+            return value if isinstance(value, list) else []
     return []
 
 
 def _section_map(sections: Sequence[Section], code: int) -> dict[object, object]:
     for section in sections:
-        if section.code == code and isinstance(section.value, dict):
-            return section.value
+        if section.code == code:
+            value = section.value()
+            return value if isinstance(value, dict) else {}
     return {}
-
-
-def _binary(value: object) -> bytes:
-    if isinstance(value, bytes):
-        return value
-    raise MalformedMessageError("a data section must hold binary")
 
 
 def render(message: QueueMessage) -> bytes:
@@ -233,7 +282,7 @@ def _dead_letter_properties(sections: Sequence[Section], message: QueueMessage) 
     return properties
 
 
-def _encode_section(code: int, value: object) -> bytes:
+def _encode_section(code: int, value: Any) -> bytes:
     data = Data()
     data.put_object(Described(ulong(code), value))
     return data.encode()

@@ -67,7 +67,7 @@ def _peek(queue: Queue, body: Mapping[str, object], now_ms: int) -> Response:
 
 def _renew_lock(queue: Queue, body: Mapping[str, object], now_ms: int) -> Response:
     expirations = [queue.renew_lock(token, now_ms) for token in _lock_tokens(body)]
-    return Response(200, "OK", {"expirations": Array(UNDESCRIBED, Data.TIMESTAMP, *map(timestamp, expirations))})
+    return Response(200, "OK", {"expirations": _array(Data.TIMESTAMP, [timestamp(e) for e in expirations])})
 
 
 def _schedule(queue: Queue, body: Mapping[str, object], now_ms: int) -> Response:
@@ -86,7 +86,7 @@ def _schedule(queue: Queue, body: Mapping[str, object], now_ms: int) -> Response
             scheduled_ms=incoming.scheduled_ms,
         )
         numbers.append(result.sequence_number)
-    return Response(200, "OK", {"sequence-numbers": Array(UNDESCRIBED, Data.LONG, *numbers)})
+    return Response(200, "OK", {"sequence-numbers": _array(Data.LONG, numbers)})
 
 
 def _cancel_scheduled(queue: Queue, body: Mapping[str, object], now_ms: int) -> Response:
@@ -132,6 +132,11 @@ _OPERATIONS: dict[str, Callable[[Queue, Mapping[str, object], int], Response]] =
     "update-disposition": _update_disposition,
     "receive-by-sequence-number": _receive_by_sequence_number,
 }
+
+
+def _array(amqp_type: int, values: list[int]) -> Array:
+    """An AMQP array (what Service Bus returns for lists of numbers and times)."""
+    return Array(UNDESCRIBED, amqp_type, *values)  # type: ignore[arg-type]  # proton's hint omits UNDESCRIBED
 
 
 def _refuse_dead_letter_queue(queue: Queue, action: str) -> None:

@@ -53,6 +53,7 @@ QUEUES: dict[str, dict[str, object]] = {
     "malformed": {},
     "dlq-send": {},
     "case": {},
+    "connection": {},
 }
 
 
