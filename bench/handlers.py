@@ -1,0 +1,56 @@
+"""Handlers for benchmark runs, the same observation for the app (HANDLER=bench.handlers:record) and the peers.
+
+`observe` appends one line per call to the file named by BENCH_RECORD_FILE:
+`<monotonic seconds> <batch tag> <items>`, with the tag taken from the items (`{"b": tag, ...}`).
+Lines are written with one `os.write` on an O_APPEND descriptor, so processes can share a file.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from shared.handlers import ChunkContext, ChunkResult, ItemOutcome
+
+RECORD_ENV = "BENCH_RECORD_FILE"
+_OK = ItemOutcome.success()
+_fd: int | None = None
+
+
+def _descriptor() -> int | None:
+    global _fd
+    if _fd is None:
+        path = os.environ.get(RECORD_ENV)
+        if not path:
+            return None
+        _fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    return _fd
+
+
+def observe(items: Sequence[Any]) -> None:
+    """Record that these items were handled, now."""
+    now = time.monotonic()
+    fd = _descriptor()
+    if fd is None:
+        return
+    tags = Counter(str(item.get("b", "-")) if isinstance(item, dict) else "-" for item in items)
+    os.write(fd, "".join(f"{now:.6f} {tag} {n}\n" for tag, n in tags.items()).encode("ascii"))
+
+
+async def record(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
+    """The app's chunk handler for latency runs: observe, then succeed on every item."""
+    observe(items)
+    return ChunkResult([_OK] * len(items))
+
+
+async def record_items(items: Sequence[Any]) -> None:
+    """The peers' handler for latency runs."""
+    observe(items)
+
+
+async def noop_items(items: Sequence[Any]) -> None:
+    """The peers' no-op handler for throughput runs."""
+    return None

@@ -1,0 +1,34 @@
+"""The peers queue-drain is measured against, each faithful to its documented algorithm.
+
+- `builtin_trigger`: (a) the Azure Functions queue trigger (WebJobs SDK `QueueListener`).
+- `fixed_poller`: (b) the naive loop, one message per GetMessages, 1 s sleep when empty.
+- `capped_backoff`: (c) the simple capped exponential back-off poller.
+- `whitepaper`: (d) the whitepaper's queue listener with randomized back-off and dequeue-task scaling.
+
+Each takes a `PeerQueue` (the real storage queue, or `SimQueue` on a simulated clock), a handler and a clock.
+"""
+
+from __future__ import annotations
+
+from bench.peers.base import Handler, Peer, PeerQueue
+from bench.peers.builtin_trigger import BuiltinQueueTrigger
+from bench.peers.capped_backoff import CappedBackoffPoller
+from bench.peers.fixed_poller import FixedPoller
+from bench.peers.whitepaper import WhitepaperListener
+
+PEERS: dict[str, type[Peer]] = {
+    "a": BuiltinQueueTrigger,
+    "b": FixedPoller,
+    "c": CappedBackoffPoller,
+    "d": WhitepaperListener,
+}
+
+LABELS = {
+    "a": "(a) built-in queue trigger",
+    "b": "(b) fixed 1 s poller",
+    "c": "(c) capped exponential poller",
+    "d": "(d) whitepaper listener",
+    "app": "queue-drain",
+}
+
+__all__ = ["LABELS", "PEERS", "Handler", "Peer", "PeerQueue"]

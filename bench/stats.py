@@ -1,0 +1,36 @@
+"""Percentiles and summaries (pure)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The p-th percentile (0-100) by linear interpolation between closest ranks (numpy's default)."""
+    if not values:
+        raise ValueError("no values")
+    if not 0 <= p <= 100:
+        raise ValueError("p must be within 0-100")
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * p / 100
+    low, high = math.floor(rank), math.ceil(rank)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def summary(values: Sequence[float]) -> dict[str, float | int]:
+    """count, p50, p95, p99, max and mean of `values`."""
+    if not values:
+        return {"count": 0}
+    return {
+        "count": len(values),
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "p99": percentile(values, 99),
+        "max": max(values),
+        "mean": sum(values) / len(values),
+    }
+
+
+def ratio(numerator: float, denominator: float) -> float | None:
+    return None if denominator == 0 else numerator / denominator
