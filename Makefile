@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PY_OK  := $(VENV)/.installed
 NODE_OK := node_modules/.installed
 
-.PHONY: setup run test test-fast lint format mypy check clean
+.PHONY: setup run test test-fast lint format mypy check clean bench bench-quick
 
 $(PY_OK): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -48,3 +48,11 @@ check: lint mypy test
 
 clean:
 	rm -rf $(VENV) node_modules .devstack .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+## make bench: every benchmark figure side by side in one run -> bench/results/latest.json, BENCHMARKS.md
+bench: setup
+	$(BIN)/python -m bench
+
+## make bench-quick: the same run at small sizes (under 5 minutes) -> bench/results/quick.json
+bench-quick: setup
+	$(BIN)/python -m bench --quick

@@ -1,0 +1,103 @@
+"""`python -m bench [--quick]`: every figure of issue 5 in one run, on one Azurite and one Service Bus stand-in.
+
+Writes bench/results/latest.json (or quick.json), the plots beside it, and BENCHMARKS.md (full runs only).
+Logs, record files and service data go to bench/results/runs/<run>/ (git-ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import shutil
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from bench import idle, latency, machine, plots, raw_limit, report, throughput
+from bench.config import FULL, QUICK, ROLES, BenchConfig, trigger_queue
+from bench.peers import PEERS
+from bench.stack import Stack
+
+log = logging.getLogger("bench")
+
+RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = RESULTS.parent.parent
+
+
+async def measure(cfg: BenchConfig, stack: Stack, token: str, run_dir: Path) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    app_messages = -(-cfg.app_backlog_items // raw_limit.CHUNK_ITEMS)
+    log.info("raw Azurite limit: %d messages per round", app_messages)
+    results["raw_limit"] = await raw_limit.measure(
+        stack.storage, token, app_messages, cfg.raw_concurrency, cfg.raw_rounds
+    )
+    log.info("drain throughput: the app, %d items", cfg.app_backlog_items)
+    results["throughput"] = {
+        "app": await throughput.app_throughput(stack.storage, stack.servicebus, token, cfg.app_backlog_items, run_dir)
+    }
+    for kind in PEERS:
+        log.info("drain throughput: peer %s, %d items", kind, cfg.peer_backlog_items)
+        results["throughput"][kind] = await throughput.peer_throughput(
+            stack.storage, token, kind, cfg.peer_backlog_items, run_dir
+        )
+    log.info("wake latency and the real-time idle run (%.0f s)", cfg.idle_real_s)
+    results["latency"] = await latency.run(stack, cfg, token, run_dir)
+    real_idle = results["latency"].pop("idle_real")
+    log.info("idle transactions: simulated day per policy, and the real-time window again")
+    results["idle"] = await idle.simulate_all(stack.storage, stack.servicebus, token, real_idle)
+    if cfg.profile_items:
+        log.info("profile: the app's drain of %d items under pyinstrument", cfg.profile_items)
+        results["profile"] = await throughput.app_profile(
+            stack.storage, stack.servicebus, token, cfg.profile_items, run_dir
+        )
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, finishes in under 5 minutes")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
+    for noisy in ("azure", "shared"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    cfg = QUICK if args.quick else FULL
+    token = uuid.uuid4().hex[:8]
+    started_at = datetime.now(timezone.utc)
+    run_dir = RESULTS / "runs" / f"{started_at:%Y%m%dT%H%M%SZ}-{cfg.name}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    stack = Stack(run_dir, [trigger_queue(role, token) for role in ROLES])
+    try:
+        stack.start()
+        results = asyncio.run(measure(cfg, stack, token, run_dir))
+    finally:
+        stack.stop_all()
+        shutil.rmtree(run_dir / "azurite", ignore_errors=True)
+    command = "make bench-quick" if args.quick else "make bench"
+    document = {
+        "command": command,
+        "config": cfg.__dict__,
+        "started_at": started_at.isoformat(timespec="seconds"),
+        "duration_s": round(time.monotonic() - started, 1),
+        "machine": machine.details(),
+        **results,
+    }
+    document["summary"] = report.summarize(document)
+    name = "latest" if not args.quick else "quick"
+    out = RESULTS / f"{name}.json"
+    out.write_text(json.dumps(document, indent=1) + "\n")
+    plots.write(document, RESULTS, prefix=name)
+    if not args.quick:
+        (ROOT / "BENCHMARKS.md").write_text(report.markdown(document))
+    log.info("done in %.0f s: %s", document["duration_s"], out.relative_to(ROOT))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""The local physical limit: raw GetMessages(32) + DeleteMessage messages/s on Azurite, no processing.
+
+The queue is filled with messages of the app's own backlog shape (same count, same text size), because
+Azurite's GetMessages slows with depth and message size; then `c` concurrent clients receive 32 at a time
+and delete each message (concurrently), until the queue is empty. Filling is not timed.
+
+A second limit adds what the app must store per message by design, one result blob (PutBlob of the app's own
+result document for a chunk of 500 successes) before the delete: the ceiling for the app's storage pattern.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import statistics
+import time
+from typing import Any
+
+from azure.storage.blob.aio import ContainerClient
+from azure.storage.queue.aio import QueueClient
+
+from bench import enqueue
+from bench.items import items
+from shared import envelope
+from shared.handlers import ItemOutcome
+from shared.settlement import settle
+
+log = logging.getLogger(__name__)
+
+CHUNK_ITEMS = 500  # the app's default CHUNK_MAX_ITEMS
+VISIBILITY_S = 30
+
+
+def chunk_texts(count: int) -> list[str]:
+    """`count` message texts as the app enqueues them for its benchmark items (inline chunks of 500)."""
+    texts = []
+    for chunk in range(count):
+        batch = items("raw", CHUNK_ITEMS, start=chunk * CHUNK_ITEMS)
+        header = envelope.ChunkHeader(batch_id="0" * 32, attempt="0" * 16, chunk=chunk)
+        text = envelope.encode_inline(header, envelope.encode_items(batch))
+        assert text is not None
+        texts.append(text)
+    return texts
+
+
+def result_document() -> bytes:
+    """The app's result blob for a chunk of 500 items that all succeeded (no-op handler)."""
+    outcomes = [ItemOutcome.success()] * CHUNK_ITEMS
+    s = settle(
+        batch_id="0" * 32, chunk=0, gen=0, positions=list(range(CHUNK_ITEMS)), outcomes=outcomes,
+        attempt=1, max_attempts=5, summary={},
+    )  # fmt: skip
+    return json.dumps(s.record.to_json("2024-01-01T00:00:00+00:00"), separators=(",", ":")).encode()
+
+
+async def drain_raw(connection: str, queue: str, clients: int, results: ContainerClient | None = None) -> None:
+    body = result_document() if results is not None else b""
+
+    async def settle_one(client: QueueClient, message: Any) -> None:
+        if results is not None:
+            await results.upload_blob(f"r/{message.id}.json", body, overwrite=True)
+        await client.delete_message(message)
+
+    async def worker(client: QueueClient) -> None:
+        while True:
+            pager = client.receive_messages(messages_per_page=32, visibility_timeout=VISIBILITY_S).by_page()
+            try:
+                page = [m async for m in await pager.__anext__()]
+            except StopAsyncIteration:
+                return
+            if not page:
+                return
+            await asyncio.gather(*(settle_one(client, m) for m in page))
+
+    workers = [enqueue.client(connection, queue) for _ in range(clients)]
+    try:
+        await asyncio.gather(*(worker(c) for c in workers))
+    finally:
+        for c in workers:
+            await c.close()
+
+
+async def levels(
+    connection: str, name: str, texts: list[str], concurrency: tuple[int, ...], rounds: int, results: Any
+) -> list[dict[str, Any]]:
+    filler = enqueue.client(connection, name)
+    await enqueue.create(filler)
+    out = []
+    try:
+        for clients in concurrency:
+            rates = []
+            for _ in range(rounds):
+                await enqueue.put_all(filler, texts)
+                started = time.monotonic()
+                await drain_raw(connection, name, clients, results)
+                rates.append(len(texts) / (time.monotonic() - started))
+            out.append({"clients": clients, "rates": rates, "median": statistics.median(rates)})
+            log.info(
+                "raw%s with %d client(s): %.0f messages/s (median of %d)",
+                " + result blob" if results is not None else "", clients, out[-1]["median"], rounds,
+            )  # fmt: skip
+    finally:
+        await filler.close()
+    return out
+
+
+async def measure(
+    connection: str, token: str, messages: int, concurrency: tuple[int, ...], rounds: int
+) -> dict[str, Any]:
+    texts = chunk_texts(messages)
+    plain = await levels(connection, f"raw-{token}", texts, concurrency, rounds, None)
+    async with ContainerClient.from_connection_string(connection, f"raw-results-{token}") as results:
+        await results.create_container()
+        with_blob = await levels(connection, f"rawblob-{token}", texts, concurrency, rounds, results)
+    best = max(plain, key=lambda level: level["median"])
+    best_blob = max(with_blob, key=lambda level: level["median"])
+    return {
+        "messages_per_round": messages,
+        "message_bytes": len(texts[0]),
+        "result_blob_bytes": len(result_document()),
+        "levels": plain,
+        "limit_messages_per_s": best["median"],
+        "best_clients": best["clients"],
+        "with_result_blob": {
+            "levels": with_blob,
+            "limit_messages_per_s": best_blob["median"],
+            "best_clients": best_blob["clients"],
+        },
+    }

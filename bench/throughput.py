@@ -1,0 +1,153 @@
+"""Drain throughput, transactions per 1,000 items and peak RSS: the app's backlog, then each peer's.
+
+The app: the backlog is submitted in this process through the app's own `submit` (counted by its metering),
+then drained by one `Drainer` in a fresh process (`bench.drain_process`) with the no-op handler.
+A peer: one message per item is enqueued here (counted at the client), then the peer drains them in a fresh
+process (`bench.peers.process drain`) with a no-op handler.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bench import enqueue
+from bench.config import app_env
+from bench.items import items, message_text, ndjson
+from devstack.host import ROOT
+from shared import metering, runtime
+from shared.metering import TransactionCounter
+from shared.settings import Settings
+from shared.submit import submit
+
+log = logging.getLogger(__name__)
+
+
+def per_thousand(transactions: dict[str, int], item_count: int) -> float:
+    return sum(transactions.values()) * 1000 / item_count
+
+
+def merged(*counts: dict[str, int]) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for c in counts:
+        total.update(c)
+    return dict(sorted(total.items()))
+
+
+async def submit_backlog(env: dict[str, str], count: int, tag: str) -> dict[str, Any]:
+    runtime.configure(Settings.from_env(env))
+    services = runtime.services()
+    body = ndjson(items(tag, count))
+    started = time.monotonic()
+    with metering.tally() as tally:
+        done = await submit(
+            services, body, content_type="application/x-ndjson", content_encoding=None, idempotency_key=None
+        )
+    seconds = time.monotonic() - started
+    await runtime.close()
+    return {
+        "items": done.manifest.items,
+        "chunks": done.manifest.chunks,
+        "body_bytes": len(body),
+        "seconds": seconds,
+        "trigger": done.trigger,
+        "transactions": dict(sorted(tally.items())),
+    }
+
+
+def run_child(module: str, args: list[str], env: dict[str, str], log_path: Path) -> None:
+    full_env = {**os.environ, **env, "PYTHONPATH": str(ROOT)}
+    with log_path.open("ab") as out:
+        subprocess.run(
+            [sys.executable, "-m", module, *args], env=full_env, cwd=ROOT, stdout=out, stderr=out, check=True
+        )
+
+
+def drain_app(env: dict[str, str], run_dir: Path, label: str, profile: bool = False) -> dict[str, Any]:
+    summary = run_dir / f"drain-{label}.json"
+    args = ["--summary", str(summary)]
+    if profile:
+        args += ["--profile", str(run_dir / f"profile-{label}.txt")]
+    run_child("bench.drain_process", args, env, run_dir / f"drain-{label}.log")
+    return dict(json.loads(summary.read_text()))
+
+
+async def app_throughput(storage: str, servicebus: str, token: str, count: int, run_dir: Path) -> dict[str, Any]:
+    env = app_env(storage, servicebus, "tput", token, HANDLER="shared.handlers.noop:handle")
+    submitted = await submit_backlog(env, count, "tput")
+    log.info("app: %d items in %d chunks submitted in %.1f s", count, submitted["chunks"], submitted["seconds"])
+    drained = drain_app(env, run_dir, "app")
+    report = drained["report"]
+    total = merged(submitted["transactions"], report["transactions"])
+    result = {
+        "items": count,
+        "chunk_items": int(Settings.from_env(env).chunk_max_items),
+        "messages": report["messages"],
+        "submit": submitted,
+        "drain_seconds": drained["seconds"],
+        "drain_outcome": report["outcome"],
+        "items_ok": report["items_ok"],
+        "items_per_s": report["items_ok"] / drained["seconds"],
+        "messages_per_s": report["messages"] / drained["seconds"],
+        "peak_rss_mb": drained["peak_rss_mb"],
+        "drain_transactions": report["transactions"],
+        "transactions": total,
+        "transactions_per_1000": per_thousand(total, count),
+    }
+    log.info(
+        "app: drained %d items in %.2f s (%.0f items/s, %.1f messages/s), %.1f transactions per 1,000, RSS %.0f MB",
+        report["items_ok"], drained["seconds"], result["items_per_s"], result["messages_per_s"],
+        result["transactions_per_1000"], drained["peak_rss_mb"],
+    )  # fmt: skip
+    return result
+
+
+async def app_profile(storage: str, servicebus: str, token: str, count: int, run_dir: Path) -> dict[str, Any]:
+    """The same drain under pyinstrument (on a backlog of its own): where the drain spends its time."""
+    env = app_env(storage, servicebus, "profile", token, HANDLER="shared.handlers.noop:handle")
+    await submit_backlog(env, count, "profile")
+    drained = drain_app(env, run_dir, "profile", profile=True)
+    return {
+        "items": count,
+        "seconds_under_profiler": drained["seconds"],
+        "profile_text": (run_dir / "profile-profile.txt").read_text(),
+    }
+
+
+async def peer_throughput(storage: str, token: str, kind: str, count: int, run_dir: Path) -> dict[str, Any]:
+    name = f"tput-{kind}-{token}"
+    counter = TransactionCounter()
+    producer = enqueue.client(storage, name, counter)
+    await enqueue.create(producer)
+    started = time.monotonic()
+    await enqueue.put_all(producer, [message_text(i) for i in items("tput", count)])
+    enqueue_s = time.monotonic() - started
+    await producer.close()
+    summary = run_dir / f"drain-peer-{kind}.json"
+    args = ["drain", "--peer", kind, "--queues", name, "--items", str(count), "--summary", str(summary)]
+    run_child("bench.peers.process", args, {"BENCH_STORAGE": storage}, run_dir / f"drain-peer-{kind}.log")
+    drained = json.loads(summary.read_text())
+    total = merged(counter.totals(), drained["transactions"])
+    result = {
+        "items": count,
+        "enqueue_seconds": enqueue_s,
+        "drain_seconds": drained["seconds"],
+        "items_ok": drained["items"],
+        "items_per_s": drained["items_per_s"],
+        "messages_per_s": drained["items_per_s"],
+        "peak_rss_mb": drained["peak_rss_mb"],
+        "transactions": total,
+        "transactions_per_1000": per_thousand(total, count),
+    }
+    log.info(
+        "peer %s: drained %d items in %.2f s (%.0f items/s), %.0f transactions per 1,000",
+        kind, drained["items"], drained["seconds"], drained["items_per_s"], result["transactions_per_1000"],
+    )  # fmt: skip
+    return result
