@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,27 +133,23 @@ class Storage:
     async def ensure_queue(self, name: str) -> QueueClient:
         """The queue, created on first use in this process (one transaction per process and queue)."""
         client = self.queue(name)
-        key = "queue:" + name
-        if key not in self._ready:
-            try:
-                async with translated(f"create queue {name}"):
-                    await client.create_queue()
-            except ResourceConflict:
-                pass
-            self._ready.add(key)
+        await self._create_once(f"create queue {name}", client.create_queue)
         return client
 
     async def ensure_container(self, name: str) -> ContainerClient:
         client = self.container(name)
-        key = "container:" + name
-        if key not in self._ready:
-            try:
-                async with translated(f"create container {name}"):
-                    await client.create_container()
-            except ResourceConflict:
-                pass
-            self._ready.add(key)
+        await self._create_once(f"create container {name}", client.create_container)
         return client
+
+    async def _create_once(self, what: str, create: Callable[[], Awaitable[object]]) -> None:
+        if what in self._ready:
+            return
+        try:
+            async with translated(what):
+                await create()
+        except ResourceConflict:
+            pass  # it exists: what we wanted
+        self._ready.add(what)
 
     async def close(self) -> None:
         await self.queues.close()
