@@ -17,6 +17,7 @@ from types import FrameType
 
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
+from emulators.servicebus import proton_io
 from emulators.servicebus.broker import Broker
 from emulators.servicebus.config import load_config
 from emulators.servicebus.errors import ConfigError
@@ -94,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def serve(broker: Broker, host: str, port: int, auto_create: bool) -> None:
+    proton_io.install()
     container = Container(broker)
-    acceptor = container.listen(f"{host}:{port}")
+    acceptor = proton_io.listen_on(container, host, port)
     injector = EventInjector()
     container.selectable(injector)
 

@@ -6,23 +6,30 @@ The broker must log the condition, drop only the offending connection and keep s
 from __future__ import annotations
 
 import re
+import resource
 import socket
 import struct
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from proton import Message
 
+from devstack.broker import connection_string, write_config
+from devstack.procs import ManagedProcess, free_port
 from tests.servicebus.conftest import RunningBroker
 from tests.servicebus.rawamqp import RawClient, raw_frame
 from tests.servicebus.sdk import opened, take, texts
 
 pytestmark = pytest.mark.timeout(90)
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -144,3 +151,66 @@ def test_a_client_speaking_another_protocol_is_dropped(
     assert reply.startswith(b"AMQP")
     assert still_served(bystander, "after an HTTP request")
     assert "dropped: amqp:connection:framing-error" in conformance_broker.log()[len(before) :]
+
+
+def test_more_connections_than_select_can_watch_are_served(
+    conformance_broker: RunningBroker, bystander: tuple[Any, Any]
+) -> None:
+    """proton's own loop would die at descriptor 1024; the stand-in waits with poll(2) instead."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1_400:
+        pytest.skip(f"this OS allows only {hard} open files per process; the test needs 1,400")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1_400), hard))
+    sockets = []
+    try:
+        for _ in range(1_100):
+            sock = socket.create_connection(("127.0.0.1", conformance_broker.port), timeout=5)
+            sock.sendall(b"AMQP\x03\x01\x00\x00")  # a client that starts SASL and then says nothing more
+            sockets.append(sock)
+        assert still_served(bystander, "with 1,100 idle connections open")
+    finally:
+        for sock in sockets:
+            sock.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert still_served(bystander, "after they left")
+
+
+# Start the stand-in with a hard limit of 48 open files, so that accepting connections runs out.
+LOW_FILE_LIMIT = (
+    "import resource, runpy; resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48)); "
+    "runpy.run_module('emulators.servicebus', run_name='__main__', alter_sys=True)"
+)
+
+
+def test_running_out_of_file_descriptors_pauses_accepting_and_the_broker_survives(tmp_path: Path) -> None:
+    port = free_port()
+    config = write_config(tmp_path / "config.json", {"fd": {}})
+    argv = [sys.executable, "-c", LOW_FILE_LIMIT, "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
+    process = ManagedProcess("servicebus-48-files", argv, [port], tmp_path / "broker.log", cwd=REPO).start(30)
+    sockets = []
+    try:
+        with (
+            ServiceBusClient.from_connection_string(connection_string(port)) as client,
+            opened(client.get_queue_sender("fd"), client.get_queue_receiver("fd")) as pair,
+        ):
+            for _ in range(60):
+                sockets.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+            deadline = time.monotonic() + 10
+            while "cannot accept a connection" not in process.tail() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert "cannot accept a connection: Too many open files" in process.tail()
+            assert still_served(pair, "while out of descriptors")
+            for sock in sockets:
+                sock.close()
+            sockets.clear()
+            with (
+                ServiceBusClient.from_connection_string(connection_string(port)) as late_client,
+                late_client.get_queue_sender("fd") as late_sender,
+            ):
+                late_sender.send_messages(ServiceBusMessage("a new connection, later"))
+            assert texts(take(pair[1], 1)) == ["a new connection, later"]
+        assert process.stop() == 0
+    finally:
+        for sock in sockets:
+            sock.close()
+        process.stop()
