@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from emulators.functions import config, indexing
+from emulators.functions import config, indexing, keys
 from emulators.functions.console import configure_logging, function_listing
 from emulators.functions.errors import HostError
 from emulators.functions.runtime import LOOPBACK, Host, plan_functions
@@ -23,7 +23,12 @@ DEFAULT_PORT = 7071
 DEFAULT_GRACE_S = 20.0
 FORCE_AFTER_S = 1.0
 AUTH_NOTICE = (
-    "Auth levels (function, admin) are not enforced by the local host: no keys are needed, as with func start."
+    "Auth levels (function, admin) are not enforced by the local host: no keys are needed, as with func start. "
+    "Set AzureWebJobsSecretStorageType=files to check function keys."
+)
+KEYS_NOTICE = (
+    "Function keys are checked (AzureWebJobsSecretStorageType=files, secrets in %s): function-level routes need "
+    "a function key, a host key or the master key (x-functions-key or ?code=), admin-level ones the master key"
 )
 
 
@@ -55,6 +60,7 @@ def prepare(app_dir: Path, port: int | None, grace_s: float) -> Host:
     settings = dict(environ)
     functions, failures = indexing.load(app_dir, settings)
     plan = plan_functions(functions, failures, options, utc_now())
+    configured_keys = keys.load_keys(environ, [route.spec.name for route in plan.http])
     return Host(
         plan=plan,
         options=options,
@@ -63,6 +69,7 @@ def prepare(app_dir: Path, port: int | None, grace_s: float) -> Host:
         port=port or local_http_port(app_dir),
         body_limit_bytes=config.body_limit_bytes(environ),
         grace_s=grace_s,
+        keys=configured_keys,
     )
 
 
@@ -72,8 +79,10 @@ def announce(host: Host) -> None:
     print(
         function_listing(base_url, host.options.route_prefix, plan.http, plan.timers, plan.service_bus, plan.failures)
     )
-    if plan.http:
+    if plan.http and host.keys is None:
         log.info(AUTH_NOTICE)
+    elif plan.http and host.keys is not None:
+        log.info(KEYS_NOTICE, host.keys.folder)
     timeout = host.options.function_timeout_s
     log.info("functionTimeout: %s", config.format_timespan(timeout) if timeout is not None else "unbounded")
 

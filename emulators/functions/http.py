@@ -13,6 +13,7 @@ from multidict import MultiMapping
 
 from emulators.functions.indexing import FunctionSpec
 from emulators.functions.invoke import Invoker
+from emulators.functions.keys import ADMIN, Keys, presented_key
 from emulators.functions.routes import MethodNotAllowed, RouteTable
 
 log = logging.getLogger(__name__)
@@ -56,11 +57,14 @@ def route_url(base_url: str, route_prefix: str, template: str) -> str:
 class HttpFrontEnd:
     """The host's HTTP listener: function routes under the prefix, plus the admin status endpoint."""
 
-    def __init__(self, routes: Sequence[HttpRoute], route_prefix: str, invoker: Invoker, host_id: str) -> None:
+    def __init__(
+        self, routes: Sequence[HttpRoute], route_prefix: str, invoker: Invoker, host_id: str, keys: Keys | None = None
+    ) -> None:
         self.routes = list(routes)
         self.route_prefix = route_prefix.strip("/")
         self.invoker = invoker
         self.host_id = host_id
+        self.keys = keys
         self.table: RouteTable[HttpRoute] = RouteTable()
         for route in self.routes:
             self.table.add(route.template, route.methods, route)
@@ -72,6 +76,8 @@ class HttpFrontEnd:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if request.path.rstrip("/").lower() == "/admin/host/status":
+            if not self._authorized(request, ADMIN, "host"):
+                return web.Response(status=401)
             return web.json_response({"id": self.host_id, "state": "Running", "processUptime": 0})
         relative = self._strip_prefix(request.path)
         resolved = None if relative is None else self.table.resolve(request.method, relative)
@@ -81,7 +87,15 @@ class HttpFrontEnd:
             if request.path == "/" and request.method in {"GET", "HEAD"}:
                 return web.Response(body=LANDING_PAGE, content_type="text/html")
             return web.Response(status=404)
+        if not self._authorized(request, resolved.target.auth_level, resolved.target.spec.name):
+            return web.Response(status=401)  # empty, as the real host answers
         return await self._invoke(request, resolved.target, resolved.values)
+
+    def _authorized(self, request: web.Request, auth_level: str, function_name: str) -> bool:
+        """With keys configured, the route's auth level decides; without, every request passes (Core Tools)."""
+        if self.keys is None:
+            return True
+        return self.keys.authorizes(auth_level, function_name, presented_key(request.headers, request.query))
 
     def _strip_prefix(self, path: str) -> str | None:
         path = path.lstrip("/")

@@ -19,6 +19,7 @@ from emulators.functions.hoststorage import HostStorage, blob_service
 from emulators.functions.http import HttpFrontEnd, HttpRoute, http_routes
 from emulators.functions.indexing import FunctionSpec, LoadFailure
 from emulators.functions.invoke import Invoker
+from emulators.functions.keys import Keys
 from emulators.functions.servicebus import (
     SERVICE_BUS_TRIGGER,
     ServiceBusListener,
@@ -67,6 +68,7 @@ class Host:
     port: int
     body_limit_bytes: int
     grace_s: float
+    keys: Keys | None = None
     invoker: Invoker = field(init=False)
     _executor: ThreadPoolExecutor = field(init=False)
 
@@ -93,7 +95,7 @@ class Host:
             await self._shutdown(runner, listeners, storage)
 
     async def _start_http(self) -> web.AppRunner:
-        front = HttpFrontEnd(self.plan.http, self.options.route_prefix, self.invoker, self.host_id)
+        front = HttpFrontEnd(self.plan.http, self.options.route_prefix, self.invoker, self.host_id, self.keys)
         runner = web.AppRunner(front.application(self.body_limit_bytes), access_log=None, shutdown_timeout=self.grace_s)
         await runner.setup()
         try:
