@@ -20,11 +20,11 @@ from proton.reactor import ApplicationEvent, Container, EventInjector
 from emulators.servicebus import proton_io
 from emulators.servicebus.broker import Broker
 from emulators.servicebus.config import load_config
-from emulators.servicebus.errors import ConfigError
+from emulators.servicebus.errors import ConfigError, ListenError
 from emulators.servicebus.namespace import Namespace
 from emulators.servicebus.store import open_store
 
-log = logging.getLogger("emulators.servicebus")
+log = logging.getLogger("emulators.servicebus")  # not __name__: run with -m, that would be "__main__"
 
 EXIT_CONFIG = 2
 EXIT_LISTEN = 3
@@ -77,16 +77,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_loopback(args.host)
         config = load_config(args.config)
+        store = open_store(args.data_dir)
     except ConfigError as e:
         print(f"servicebus stand-in: config error: {e}", file=sys.stderr)
         return EXIT_CONFIG
-    store = open_store(args.data_dir)
     try:
         namespace = Namespace(config.name, config.queues, store, auto_create=args.auto_create_queues)
         namespace.restore(store.load())
         serve(Broker(namespace, store), args.host, args.port, args.auto_create_queues)
-    except OSError as e:
-        log.error("cannot listen on %s:%d: %s", args.host, args.port, e.strerror or e)
+    except ListenError as e:
+        log.error("%s", e)
         return EXIT_LISTEN
     finally:
         store.close()
@@ -97,7 +97,10 @@ def main(argv: list[str] | None = None) -> int:
 def serve(broker: Broker, host: str, port: int, auto_create: bool) -> None:
     proton_io.install()
     container = Container(broker)
-    acceptor = proton_io.listen_on(container, host, port)
+    try:
+        acceptor = proton_io.listen_on(container, host, port)
+    except OSError as e:
+        raise ListenError(f"cannot listen on {host}:{port}: {e.strerror or e}") from e
     injector = EventInjector()
     container.selectable(injector)
 

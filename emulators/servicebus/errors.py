@@ -11,6 +11,10 @@ class ConfigError(ServiceBusStandInError):
     """Raised when the config file is unreadable or a field is invalid; the message names the field."""
 
 
+class ListenError(ServiceBusStandInError):
+    """Raised when the broker cannot listen on its address (the port is taken, or the address is not local)."""
+
+
 class AmqpError(ServiceBusStandInError):
     """Raised when a client request must fail with an AMQP error condition (and a management status code)."""
 

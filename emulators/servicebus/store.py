@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from emulators.servicebus.entities import MessageState, QueueMessage
+from emulators.servicebus.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -222,6 +223,9 @@ def open_store(data_dir: Path | None) -> Store:
     if data_dir is None:
         log.info("memory-only store: messages do not survive a restart")
         return MemoryStore()
-    store = SqliteStore(data_dir)
+    try:
+        store = SqliteStore(data_dir)
+    except (OSError, sqlite3.Error) as e:
+        raise ConfigError(f"--data-dir: cannot keep a database in {data_dir}: {e}") from e
     log.info("durable store at %s", store.path)
     return store

@@ -91,14 +91,18 @@ def test_a_bad_config_document_fails_at_start_naming_the_problem(tmp_path: Path,
     assert field in result.stderr
 
 
-def test_a_missing_config_file_and_a_public_host_are_refused(tmp_path: Path) -> None:
+def test_a_missing_config_file_a_public_host_and_an_unusable_data_dir_are_refused(tmp_path: Path) -> None:
     missing = run_broker("--config", str(tmp_path / "nope.json"))
     assert missing.returncode == 2
     assert "cannot read the config file" in missing.stderr
-    public = run_broker("--config", str(queue_config(tmp_path, {})), "--host", "0.0.0.0")
+    config = str(queue_config(tmp_path, {}))
+    public = run_broker("--config", config, "--host", "0.0.0.0")
     assert public.returncode == 2
-    assert "--host" in public.stderr
-    assert "loopback" in public.stderr
+    assert "--host: '0.0.0.0' is not a loopback address" in public.stderr
+    (tmp_path / "a-file").write_text("not a directory")
+    unusable = run_broker("--config", config, "--data-dir", str(tmp_path / "a-file" / "data"))
+    assert unusable.returncode == 2
+    assert "--data-dir: cannot keep a database in" in unusable.stderr
 
 
 def test_a_port_in_use_is_reported_and_the_broker_exits(tmp_path: Path) -> None:
