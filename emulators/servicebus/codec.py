@@ -248,7 +248,7 @@ def render(message: QueueMessage) -> bytes:
         _encode_section(MESSAGE_ANNOTATIONS, _annotations(_section_map(sections, MESSAGE_ANNOTATIONS), message)),
     ]
     out += [section.raw for section in sections if section.code == PROPERTIES]
-    if message.dead_letter_reason is not None:
+    if message.dead_letter_reason is not None or message.dead_letter_description is not None:
         out.append(_encode_section(APPLICATION_PROPERTIES, _dead_letter_properties(sections, message)))
     else:
         out += [section.raw for section in sections if section.code == APPLICATION_PROPERTIES]
@@ -277,8 +277,10 @@ def _annotations(original: Mapping[object, object], message: QueueMessage) -> di
 
 def _dead_letter_properties(sections: Sequence[Section], message: QueueMessage) -> dict[object, object]:
     properties = dict(_section_map(sections, APPLICATION_PROPERTIES))
-    properties["DeadLetterReason"] = message.dead_letter_reason or ""
-    properties["DeadLetterErrorDescription"] = message.dead_letter_description or ""
+    if message.dead_letter_reason is not None:
+        properties["DeadLetterReason"] = message.dead_letter_reason
+    if message.dead_letter_description is not None:
+        properties["DeadLetterErrorDescription"] = message.dead_letter_description
     return properties
 
 

@@ -183,15 +183,6 @@ class Queue:
             return self._hand_out(message, now_ms, lock=lock)
         return None
 
-    def has_available(self, now_ms: int) -> bool:
-        self.advance(now_ms)
-        while self._ready:
-            message = self._messages.get(self._ready[0])
-            if message is not None and self._available(message):
-                return True
-            heapq.heappop(self._ready)
-        return False
-
     def receive_deferred(self, sequence_numbers: Iterable[int], now_ms: int, *, lock: bool) -> list[QueueMessage]:
         self.advance(now_ms)
         numbers = list(sequence_numbers)
@@ -335,7 +326,7 @@ class Queue:
         message.state = MessageState.ACTIVE
         message.expires_ms = None  # dead-lettered messages do not expire
         message.scheduled_ms = None
-        message.dead_letter_reason, message.dead_letter_description = reason or "", description or ""
+        message.dead_letter_reason, message.dead_letter_description = reason, description
         target.adopt(message)
 
     def adopt(self, message: QueueMessage) -> None:

@@ -149,17 +149,21 @@ def test_dead_lettered_message_carries_reason_and_description_into_the_dead_lett
         client.get_queue_receiver("dead-letter"),
         client.get_queue_receiver("dead-letter", sub_queue=ServiceBusSubQueue.DEAD_LETTER),
     ) as (sender, receiver, dead):
-        sender.send_messages(ServiceBusMessage("poison", application_properties={"keep": "me"}))
-        [message] = take(receiver, 1, complete=False)
+        sender.send_messages(
+            [ServiceBusMessage("poison", application_properties={"keep": "me"}), ServiceBusMessage("mute")]
+        )
+        message, mute = take(receiver, 2, complete=False)
         receiver.dead_letter_message(message, reason="bad-input", error_description="field x is missing")
+        receiver.dead_letter_message(mute)
         assert nothing_arrives(receiver)
-        [letter] = take(dead, 1)
+        letter, silent = take(dead, 2)
         assert nothing_arrives(dead)
     assert str(letter) == "poison"
     assert letter.dead_letter_reason == "bad-input"
     assert letter.dead_letter_error_description == "field x is missing"
     assert letter.application_properties[b"keep"] == b"me"
     assert letter.sequence_number == message.sequence_number
+    assert (str(silent), silent.dead_letter_reason, silent.dead_letter_error_description) == ("mute", None, None)
 
 
 def test_max_delivery_count_moves_the_message_to_the_dead_letter_queue(client: ServiceBusClient) -> None:
