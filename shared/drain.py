@@ -176,12 +176,14 @@ class Drainer:
                 self.report.outcome = "lease-taken"
             return None
         self.report.sessions += 1
-        await self._schedule_watchdog()
+        # Scheduled alongside the first receive, not before it: a Service Bus round trip off the wake-up path.
+        watchdog = asyncio.create_task(self._schedule_watchdog(), name=f"watchdog {self.queue_name}/{self.slot}")
         try:
             more = await self._drain(lease)
         finally:
             await lease.release()
         # Only a session that ends without being cancelled or crashing withdraws its watchdog.
+        await watchdog
         await self._cancel_watchdog()
         return more or lease.lost.is_set()
 
