@@ -1,0 +1,106 @@
+"""Outages: Azurite restarted mid-drain (same data folder), the Service Bus stand-in stopped during submits.
+
+Storage going away must lose nothing and the drain must resume by itself; Service Bus going away must
+still accept batches (`"trigger": "deferred"`), the fallback must complete them, and push must work
+again once the broker is back.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.faults.conftest import Recorder, StartStack
+from tests.faults.stack import audit, first_line_with, items_for, merged, wait_until
+from tests.faults.test_crashes import SLOW_DRAIN, total
+
+pytestmark = pytest.mark.faults
+
+
+@pytest.mark.timeout(240)
+def test_restarting_azurite_mid_drain_loses_nothing_and_the_drain_resumes_by_itself(
+    start_stack: StartStack, reliability: Recorder
+) -> None:
+    stack = start_stack(SLOW_DRAIN)
+    items = items_for(stack.token, 20_000)
+    batch_id = stack.submit(items)["batch_id"]
+    wait_until(lambda: total(stack) > 0, 60, "the drain to start")
+    time.sleep(1.5)
+    stack.stop_azurite()
+    time.sleep(2.0)  # storage is away while chunks are in flight
+    stack.start_azurite()
+    back_at = time.monotonic()
+    seen = total(stack)
+    wait_until(lambda: total(stack) > seen, 90, "the drain to resume after the restart")
+    resumed_s = time.monotonic() - back_at
+    status = stack.wait_completed(batch_id, timeout_s=150)
+    found = audit(stack, batch_id, items, int(SLOW_DRAIN["CHUNK_MAX_ITEMS"]))
+
+    assert status["status"] == "completed", status
+    assert status["items"]["succeeded"] == len(items)
+    assert (found.lost, found.duplicated) == (0, 0), found
+    assert stack.hosts[0].process.running(), "the host lived through the outage"
+    reliability.record(
+        "2. Azurite restarted mid-drain (same data folder)",
+        found,
+        tries=1,
+        recover_s=f"{resumed_s:.0f} s after Azurite was back",
+        proves="a drain stopped by storage schedules its own `continue`; in-flight chunks reappear",
+    )
+
+
+@pytest.mark.timeout(240)
+def test_with_service_bus_down_batches_are_deferred_the_fallback_completes_them_and_push_returns(
+    start_stack: StartStack, reliability: Recorder
+) -> None:
+    stack = start_stack(
+        {
+            "FALLBACK_SCHEDULE": "*/1 * * * * *",
+            "BACKOFF_FLOOR_MS": "1000",
+            "BACKOFF_CEILING_MS": "2000",
+            "BACKOFF_JITTER": "0",
+            "CHUNK_MAX_ITEMS": "100",
+        }
+    )
+    before = items_for(f"{stack.token}-before", 2_000)
+    first = stack.submit(before)
+    assert first["trigger"] == "published", first
+    batches = [(first["batch_id"], before)]
+    stack.stop_broker()
+    down_at = time.monotonic()
+    for n in range(3):
+        items = items_for(f"{stack.token}-{n}", 2_000)
+        accepted = stack.submit(items)
+        assert accepted["trigger"] == "deferred", accepted
+        batches.append((accepted["batch_id"], items))
+    for batch_id, _ in batches[1:]:
+        assert stack.wait_completed(batch_id, timeout_s=90)["trigger"] == "deferred"
+    deferred = len(batches) - 1
+    fallback_s = time.monotonic() - down_at
+    assert first_line_with(stack.host_logs(), ["Service Bus unreachable", "here"]), "the fallback drained itself"
+
+    stack.start_broker()
+    tries = iter(range(1000))
+
+    def submit_until_published() -> dict[str, object] | None:
+        items = items_for(f"{stack.token}-push{next(tries)}", 2_000)
+        accepted = stack.submit(items)
+        batches.append((accepted["batch_id"], items))  # a try still deferred is a batch too: it must complete
+        return accepted if accepted["trigger"] == "published" else None
+
+    accepted = wait_until(submit_until_published, 60, "a submit to publish its trigger again", every_s=1.0)
+    stack.wait_completed(str(accepted["batch_id"]), timeout_s=60)
+    wait_until(lambda: "(submitted): " in stack.host_logs(), 30, "a drain started by the submitted event")
+
+    for batch_id, _ in batches:
+        stack.wait_completed(batch_id, timeout_s=60)
+    found = merged(audit(stack, batch_id, items, 100) for batch_id, items in batches)
+    assert (found.lost, found.duplicated) == (0, 0), found
+    reliability.record(
+        "3. Service Bus stand-in stopped during submits, then restarted",
+        found,
+        tries=deferred,
+        recover_s=f"{fallback_s:.0f} s for the fallback to complete {deferred} deferred batches",
+        proves='submits answer 202 `"deferred"`; the fallback drains without Service Bus; push resumes',
+    )
