@@ -384,7 +384,7 @@ class Broker(Handler):
             return
         self.store.commit()
         _echo(delivery, state)
-        if outcome in (Outcome.ABANDON, Outcome.RELEASE):
+        if outcome in (Outcome.ABANDON, Outcome.RELEASE, Outcome.DEAD_LETTER):
             self._pump(info.queue)
         self._touch(info.queue)
 
@@ -418,6 +418,16 @@ class Broker(Handler):
     # --- moving messages to consumers --------------------------------------------------------------
 
     def _pump(self, queue: Queue) -> None:
+        """Hand available messages to the receivers of this queue and of its dead-letter queue.
+
+        Anything that changes a queue (a settlement, a lock or TTL running out, a receive that finds expired
+        messages) may move messages into its dead-letter queue, whose receivers may hold credit already.
+        """
+        self._pump_one(queue)
+        if queue.dead_letter_queue is not None:
+            self._pump_one(queue.dead_letter_queue)
+
+    def _pump_one(self, queue: Queue) -> None:
         """Hand available messages to this queue's receivers, one each around the ring while credit lasts."""
         consumers = self._consumers.get(queue.name)
         if not consumers:

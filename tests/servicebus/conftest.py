@@ -29,6 +29,7 @@ QUEUES: dict[str, dict[str, object]] = {
     "defer": {},
     "dead-letter": {},
     "max-delivery": {"MaxDeliveryCount": 3, "LockDuration": "PT5S"},
+    "dlq-live": {"MaxDeliveryCount": 1, "LockDuration": "PT2S", "DeadLetteringOnMessageExpiration": True},
     "lock-expiry": {"LockDuration": "PT1S"},
     "renew-lock": {"LockDuration": "PT2S"},
     "auto-renew": {"LockDuration": "PT2S"},
@@ -48,6 +49,7 @@ QUEUES: dict[str, dict[str, object]] = {
     "size": {},
     "aio": {"LockDuration": "PT3S"},  # the async AutoLockRenewer polls once a second: 3 s is its practical minimum
     "aio-receive-delete": {},
+    "aio-dlq-live": {},
     "many-links": {},
     "vanish": {},
     "malformed": {},

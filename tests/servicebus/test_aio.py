@@ -99,3 +99,28 @@ async def test_async_receive_and_delete_with_prefetch(aio_client: ServiceBusClie
         assert await receiver.peek_messages(max_message_count=50, sequence_number=1) == []
     finally:
         await close_all(sender, receiver)
+
+
+async def test_async_dead_letter_receiver_iterating_before_the_dead_lettering_gets_the_message(
+    aio_client: ServiceBusClient,
+) -> None:
+    sender, receiver = await open_pair(aio_client, "aio-dlq-live")
+    # The iterating receiver's credit is granted at attach; iterating does not renew it.
+    dead = aio_client.get_queue_receiver("aio-dlq-live", sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=15)
+    await dead.__aenter__()
+
+    async def first_letter() -> list:
+        async for letter in dead:
+            await dead.complete_message(letter)
+            return [letter]
+        return []
+
+    try:
+        waiting = asyncio.create_task(first_letter())
+        await sender.send_messages(ServiceBusMessage("poison"))
+        [message] = await take(receiver, 1)
+        await receiver.dead_letter_message(message, reason="late")
+        [letter] = await waiting
+    finally:
+        await close_all(sender, receiver, dead)
+    assert (str(letter), letter.dead_letter_reason) == ("poison", "late")

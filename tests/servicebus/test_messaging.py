@@ -183,6 +183,34 @@ def test_max_delivery_count_moves_the_message_to_the_dead_letter_queue(client: S
     assert letter.delivery_count == 3
 
 
+def test_a_receiver_waiting_on_the_dead_letter_queue_gets_every_message_dead_lettered_after_it_attached(
+    client: ServiceBusClient,
+) -> None:
+    # With prefetch the SDK grants the dead-letter receiver its credit once, at attach, and receive calls do not
+    # renew it: only the broker handing over newly dead-lettered messages on its own can make them arrive.
+    with opened(
+        client.get_queue_sender("dlq-live"),
+        client.get_queue_receiver("dlq-live"),
+        client.get_queue_receiver("dlq-live", sub_queue=ServiceBusSubQueue.DEAD_LETTER, prefetch_count=10),
+    ) as (sender, receiver, dead):
+        assert nothing_arrives(dead)
+        sender.send_messages([ServiceBusMessage(text) for text in ("explicit", "abandoned", "forgotten")])
+        sender.send_messages(ServiceBusMessage("expired", time_to_live=datetime.timedelta(seconds=1)))
+        explicit, abandoned, _forgotten = take(receiver, 3, complete=False)
+        receiver.dead_letter_message(explicit, reason="live")
+        receiver.abandon_message(abandoned)  # MaxDeliveryCount is 1
+        # "forgotten" is never settled: its 2 s lock runs out; "expired" is never received: its 1 s TTL runs out.
+        # One at a time, each completed at once: a dead letter left locked for 2 s would come round again.
+        letters = [letter for _ in range(4) for letter in take(dead, 1, wait_s=3 * WAIT_S)]
+    reasons = {str(m): m.dead_letter_reason for m in letters}
+    assert reasons == {
+        "explicit": "live",
+        "abandoned": "MaxDeliveryCountExceeded",
+        "forgotten": "MaxDeliveryCountExceeded",
+        "expired": "TTLExpiredException",
+    }
+
+
 def test_an_expired_lock_redelivers_the_message_and_late_settlement_raises_lock_lost(client: ServiceBusClient) -> None:
     with opened(
         client.get_queue_sender("lock-expiry"),
