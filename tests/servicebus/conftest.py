@@ -50,6 +50,13 @@ QUEUES: dict[str, dict[str, object]] = {
     "aio": {"LockDuration": "PT3S"},  # the async AutoLockRenewer polls once a second: 3 s is its practical minimum
     "aio-receive-delete": {},
     "aio-dlq-live": {},
+    "aio-errors": {"LockDuration": "PT1S"},
+    "aio-rules": {
+        "MaxDeliveryCount": 1,
+        "DeadLetteringOnMessageExpiration": True,
+        "RequiresDuplicateDetection": True,
+        "DuplicateDetectionHistoryTimeWindow": "PT1M",
+    },
     "many-links": {},
     "vanish": {},
     "malformed": {},

@@ -9,6 +9,12 @@ from collections.abc import AsyncIterator
 import pytest
 from azure.servicebus import ServiceBusMessage, ServiceBusReceiveMode, ServiceBusSubQueue
 from azure.servicebus.aio import AutoLockRenewer, ServiceBusClient, ServiceBusReceiver, ServiceBusSender
+from azure.servicebus.exceptions import (
+    MessageLockLostError,
+    MessageSizeExceededError,
+    MessagingEntityNotFoundError,
+    ServiceBusAuthenticationError,
+)
 
 from tests.servicebus.conftest import RunningBroker
 from tests.servicebus.sdk import utcnow
@@ -19,6 +25,13 @@ pytestmark = pytest.mark.timeout(60)
 @pytest.fixture
 async def aio_client(conformance_broker: RunningBroker) -> AsyncIterator[ServiceBusClient]:
     async with ServiceBusClient.from_connection_string(conformance_broker.connection_string) as client:
+        yield client
+
+
+@pytest.fixture
+async def aio_no_retry_client(conformance_broker: RunningBroker) -> AsyncIterator[ServiceBusClient]:
+    """For errors the SDK would otherwise retry for seconds before raising."""
+    async with ServiceBusClient.from_connection_string(conformance_broker.connection_string, retry_total=0) as client:
         yield client
 
 
@@ -124,3 +137,59 @@ async def test_async_dead_letter_receiver_iterating_before_the_dead_lettering_ge
     finally:
         await close_all(sender, receiver, dead)
     assert (str(letter), letter.dead_letter_reason) == ("poison", "late")
+
+
+async def test_async_batches_max_delivery_count_ttl_dead_lettering_and_duplicate_detection(
+    aio_client: ServiceBusClient,
+) -> None:
+    sender, receiver = await open_pair(aio_client, "aio-rules")
+    dead = aio_client.get_queue_receiver("aio-rules", sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    await dead.__aenter__()
+    try:
+        batch = await sender.create_message_batch()
+        batch.add_message(ServiceBusMessage("once", message_id="same"))
+        batch.add_message(ServiceBusMessage("hopeless"))
+        batch.add_message(ServiceBusMessage("expiring", time_to_live=datetime.timedelta(seconds=1)))
+        await sender.send_messages(batch)
+        await sender.send_messages(ServiceBusMessage("twice", message_id="same"))  # inside the 1 min window
+        once, hopeless = await take(receiver, 2)
+        await receiver.complete_message(once)
+        await receiver.abandon_message(hopeless)  # MaxDeliveryCount is 1
+        letters = await take(dead, 2)  # "expiring" is never received: its TTL runs out after 1 s
+        for letter in letters:
+            await dead.complete_message(letter)
+        assert await receiver.receive_messages(max_wait_time=0.5) == []
+    finally:
+        await close_all(sender, receiver, dead)
+    assert (str(once), str(hopeless)) == ("once", "hopeless")
+    assert {str(m): m.dead_letter_reason for m in letters} == {
+        "hopeless": "MaxDeliveryCountExceeded",
+        "expiring": "TTLExpiredException",
+    }
+
+
+async def test_async_client_raises_the_sdk_errors_for_size_lost_locks_unknown_queues_and_bad_keys(
+    aio_no_retry_client: ServiceBusClient, conformance_broker: RunningBroker
+) -> None:
+    sender, receiver = await open_pair(aio_no_retry_client, "aio-errors")
+    try:
+        with pytest.raises(MessageSizeExceededError):
+            await sender.send_messages(ServiceBusMessage(b"x" * (256 * 1024 + 1)))
+        await sender.send_messages(ServiceBusMessage("slow"))
+        [message] = await take(receiver, 1)
+        await asyncio.sleep(1.2)  # the lock duration is 1 s
+        message._expiry = utcnow() + datetime.timedelta(minutes=1)  # so the SDK asks the broker, which must refuse
+        with pytest.raises(MessageLockLostError):
+            await receiver.complete_message(message)
+    finally:
+        await close_all(sender, receiver)
+    with pytest.raises(MessagingEntityNotFoundError):
+        async with aio_no_retry_client.get_queue_sender("no-such-queue") as lost:
+            await lost.send_messages(ServiceBusMessage("lost"))
+    wrong_key = conformance_broker.connection_string.replace("SAS_KEY_VALUE", "c2VjcmV0")
+    with pytest.raises(ServiceBusAuthenticationError):
+        async with (
+            ServiceBusClient.from_connection_string(wrong_key, retry_total=0) as intruder,
+            intruder.get_queue_receiver("aio-errors") as refused,
+        ):
+            await refused.receive_messages(max_wait_time=1)
