@@ -74,8 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     stack = Stack(run_dir, [trigger_queue(role, token) for role in ROLES])
     try:
-        stack.start()
-        results = asyncio.run(measure(cfg, stack, token, run_dir))
+        with machine.LoadSampler() as load:
+            stack.start()
+            results = asyncio.run(measure(cfg, stack, token, run_dir))
     finally:
         stack.stop_all()
         shutil.rmtree(run_dir / "azurite", ignore_errors=True)
@@ -85,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "config": cfg.__dict__,
         "started_at": started_at.isoformat(timespec="seconds"),
         "duration_s": round(time.monotonic() - started, 1),
-        "machine": machine.details(),
+        "machine": machine.details() | {"load_during_run": load.summary()},
         **results,
     }
     document["summary"] = report.summarize(document)

@@ -3,8 +3,10 @@
     python -m bench.drain_process --summary out.json [--profile out.txt]
 
 App settings come from the environment, as in the function host. One `Drainer` (slot 0, the app's default
-settings) runs until the queue is empty; the summary holds its DrainReport, wall seconds and peak RSS.
-With --profile, pyinstrument samples the run and its text report is written there.
+settings) runs until the queue is empty; the summary holds its DrainReport, wall seconds, the steady window
+(first GetMessages to last DeleteMessage, `bench.window`), CPU seconds of this process and its peak RSS.
+With --profile, pyinstrument samples the run: its text report is written there, and the time spent in each
+part of the per-message work goes into the summary (`bench.profile_parts`).
 """
 
 from __future__ import annotations
@@ -21,19 +23,40 @@ from pathlib import Path
 from typing import Any
 
 from bench.memory import peak_rss_mb
+from bench.window import steady_window
 from shared import runtime
 from shared.drain import Drainer
 from shared.settings import Settings
 
 
+def cpu_seconds() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
 async def drain_once() -> dict[str, Any]:
     runtime.configure(Settings.from_env(os.environ))
     services = runtime.services()
-    started = time.monotonic()
+    stamps: list[tuple[float, str]] = []
+    count = services.counter.count
+
+    def stamped(operation: str) -> None:  # every storage request, as the app's own metering sees it
+        stamps.append((time.monotonic(), operation))
+        count(operation)
+
+    services.counter.count = stamped  # type: ignore[method-assign]
+    started, cpu_started = time.monotonic(), cpu_seconds()
     report = await Drainer(services, services.settings.work_queue).run()
-    seconds = time.monotonic() - started
+    seconds, cpu = time.monotonic() - started, cpu_seconds() - cpu_started
     await runtime.close()
-    return {"seconds": seconds, "report": report.as_dict()}
+    window = steady_window(stamps)
+    return {
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "steady_seconds": window.seconds if window else None,
+        "set_up_seconds": window.first_receive_s - started if window else None,
+        "report": report.as_dict(),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -45,11 +68,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.profile is not None:
         from pyinstrument import Profiler
 
+        from bench.profile_parts import parts
+
         profiler = Profiler(interval=0.001, async_mode="enabled")
         profiler.start()
         result = asyncio.run(drain_once())
         profiler.stop()
         args.profile.write_text(profiler.output_text(unicode=False, color=False, show_all=False))
+        session = profiler.last_session
+        assert session is not None
+        result["profile_parts"] = parts(session.root_frame())
+        result["profile_cpu_seconds"] = session.cpu_time
+        result["profile_duration_s"] = session.duration
     else:
         result = asyncio.run(drain_once())
     result["peak_rss_mb"] = peak_rss_mb()

@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -53,3 +54,38 @@ def details() -> dict[str, Any]:
         "commit": _output(["git", "rev-parse", "HEAD"]),
         "tree_modified": bool(dirty),
     }
+
+
+class LoadSampler:
+    """The 1-minute load average every `every_s` while a run lasts: the machine is shared, so say how busy it was."""
+
+    def __init__(self, every_s: float = 30.0) -> None:
+        self.every_s = every_s
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="load sampler", daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            self.samples.append(round(os.getloadavg()[0], 2))
+            if self._stop.wait(self.every_s):
+                return
+
+    def __enter__(self) -> LoadSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append(round(os.getloadavg()[0], 2))
+
+    def summary(self) -> dict[str, Any]:
+        s = self.samples
+        return {
+            "every_s": self.every_s,
+            "samples": len(s),
+            "mean": round(sum(s) / len(s), 2) if s else None,
+            "max": max(s, default=None),
+            "load_1min": s,
+        }

@@ -84,7 +84,11 @@ async def app_throughput(storage: str, servicebus: str, token: str, count: int, 
     submitted = await submit_backlog(env, count, "tput")
     log.info("app: %d items in %d chunks submitted in %.1f s", count, submitted["chunks"], submitted["seconds"])
     drained = drain_app(env, run_dir, "app")
+    drained["watchdog_publish_failures"] = sum(
+        "could not publish watchdog" in line for line in (run_dir / "drain-app.log").read_text().splitlines()
+    )
     report = drained["report"]
+    steady = drained["steady_seconds"] or drained["seconds"]
     total = merged(submitted["transactions"], report["transactions"])
     result = {
         "items": count,
@@ -92,19 +96,26 @@ async def app_throughput(storage: str, servicebus: str, token: str, count: int, 
         "messages": report["messages"],
         "submit": submitted,
         "drain_seconds": drained["seconds"],
+        "drain_cpu_seconds": drained["cpu_seconds"],
+        "drain_set_up_seconds": drained["set_up_seconds"],
+        "steady_seconds": steady,
+        "watchdog_publish_failures": drained["watchdog_publish_failures"],
         "drain_outcome": report["outcome"],
         "items_ok": report["items_ok"],
         "items_per_s": report["items_ok"] / drained["seconds"],
         "messages_per_s": report["messages"] / drained["seconds"],
+        "messages_per_s_steady": report["messages"] / steady,
         "peak_rss_mb": drained["peak_rss_mb"],
         "drain_transactions": report["transactions"],
         "transactions": total,
         "transactions_per_1000": per_thousand(total, count),
     }
     log.info(
-        "app: drained %d items in %.2f s (%.0f items/s, %.1f messages/s), %.1f transactions per 1,000, RSS %.0f MB",
+        "app: drained %d items in %.2f s (%.0f items/s; %.1f messages/s, %.1f steady; CPU %.2f s), "
+        "%.1f transactions per 1,000, RSS %.0f MB",
         report["items_ok"], drained["seconds"], result["items_per_s"], result["messages_per_s"],
-        result["transactions_per_1000"], drained["peak_rss_mb"],
+        result["messages_per_s_steady"], drained["cpu_seconds"], result["transactions_per_1000"],
+        drained["peak_rss_mb"],
     )  # fmt: skip
     return result
 
@@ -117,8 +128,16 @@ async def app_profile(storage: str, servicebus: str, token: str, count: int, run
     return {
         "items": count,
         "seconds_under_profiler": drained["seconds"],
-        "profile_text": (run_dir / "profile-profile.txt").read_text(),
+        "cpu_seconds_under_profiler": drained["profile_cpu_seconds"],
+        "parts_s": drained["profile_parts"],
+        "profile_text": portable((run_dir / "profile-profile.txt").read_text()),
     }
+
+
+def portable(profile_text: str) -> str:
+    """pyinstrument's text without this checkout's location (its header names the profiled script's path)."""
+    lines = [line for line in profile_text.splitlines() if not line.startswith("Profile at ")]
+    return "\n".join(lines).replace(f"{ROOT}/", "")
 
 
 async def peer_throughput(storage: str, token: str, kind: str, count: int, run_dir: Path) -> dict[str, Any]:
