@@ -145,7 +145,6 @@ class Broker(Handler):
         for queue in self._wakeups.pop_due(now):
             queue.advance(now)
             self._pump(queue)
-            self._touch(queue)
         self._arm_timer()
 
     # --- connections and sessions ----------------------------------------------------------------
@@ -363,7 +362,6 @@ class Broker(Handler):
         self.store.commit()
         _settle(delivery, Disposition.ACCEPTED)
         self._pump(queue)
-        self._touch(queue)
 
     def _outcome(self, info: LinkInfo, delivery: Delivery) -> None:
         """The client settled (or disposed of) something we sent it."""
@@ -386,7 +384,8 @@ class Broker(Handler):
         _echo(delivery, state)
         if outcome in (Outcome.ABANDON, Outcome.RELEASE, Outcome.DEAD_LETTER):
             self._pump(info.queue)
-        self._touch(info.queue)
+        else:
+            self._touch(info.queue)
 
     def _request(self, peer: Peer, info: LinkInfo, payload: bytes, delivery: Delivery) -> None:
         try:
@@ -404,7 +403,6 @@ class Broker(Handler):
             reply = nodes.manage(request, info.queue, self.clock())
             self.store.commit()
             self._pump(info.queue)
-            self._touch(info.queue)
         self._reply(peer, info, request.reply_to, reply)
 
     def _reply(self, peer: Peer, info: LinkInfo, reply_to: str | None, reply: Message) -> None:
@@ -418,14 +416,18 @@ class Broker(Handler):
     # --- moving messages to consumers --------------------------------------------------------------
 
     def _pump(self, queue: Queue) -> None:
-        """Hand available messages to the receivers of this queue and of its dead-letter queue.
+        """Hand available messages to the receivers of this queue and of its dead-letter queue, then make sure
+        the broker wakes up for the locks just taken.
 
         Anything that changes a queue (a settlement, a lock or TTL running out, a receive that finds expired
-        messages) may move messages into its dead-letter queue, whose receivers may hold credit already.
+        messages) may move messages into its dead-letter queue, whose receivers may hold credit already. And a
+        lock taken when a client grants credit may be followed by nothing else on this queue: without a wake-up
+        a receiver already waiting would never see the message again.
         """
         self._pump_one(queue)
         if queue.dead_letter_queue is not None:
             self._pump_one(queue.dead_letter_queue)
+        self._touch(queue)
 
     def _pump_one(self, queue: Queue) -> None:
         """Hand available messages to this queue's receivers, one each around the ring while credit lasts."""

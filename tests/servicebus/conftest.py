@@ -59,6 +59,7 @@ QUEUES: dict[str, dict[str, object]] = {
     },
     "many-links": {},
     "vanish": {},
+    "silent-consumer": {"LockDuration": "PT1S"},
     "malformed": {},
     "dlq-send": {},
     "case": {},

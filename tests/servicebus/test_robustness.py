@@ -113,6 +113,35 @@ def test_a_client_that_vanishes_mid_transfer_leaves_nothing_behind(
         assert receiver.peek_messages(max_message_count=5, sequence_number=1) == []
 
 
+def test_a_lock_held_by_a_silent_consumer_ends_on_time_for_a_receiver_already_waiting(
+    conformance_broker: RunningBroker,
+) -> None:
+    """No settlement, send or attach follows the lock: only the broker's own timer can end it."""
+    waiting, silent = RawClient(conformance_broker.port), RawClient(conformance_broker.port)
+    try:
+        for raw in (waiting, silent):
+            raw.put_token("silent-consumer")
+        patient = waiting.receiver("silent-consumer")  # attached, no credit yet
+        link = silent.sender("silent-consumer")
+        sent = link.delivery(b"m")
+        link.send(Message(body="held and forgotten").encode())
+        link.advance()
+        assert silent.pump(lambda: sent.remote_state is not None), "the send was not settled"
+        taker = silent.receiver("silent-consumer")
+        taker.flow(1)
+        assert silent.pump(lambda: taker.queued > 0), "the silent consumer got nothing"
+        patient.flow(1)  # the queue is empty now; the message comes back when the 1 s lock ends
+        assert waiting.pump(lambda: patient.queued > 0, timeout_s=10), "the expired lock was never noticed"
+        delivery = patient.current
+        assert delivery is not None
+        message = Message()
+        message.decode(patient.recv(delivery.pending) or b"")
+    finally:
+        waiting.drop()
+        silent.drop()
+    assert (message.body, message.delivery_count) == ("held and forgotten", 1)
+
+
 def connection_numbers(log: str) -> set[str]:
     return set(re.findall(r"connection (#\d+) ", log))
 
