@@ -288,7 +288,8 @@ class Drainer:
         finally:
             if not task.done():
                 task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+            # Also when it failed just as extending did: its error is superseded, never left unretrieved.
+            await asyncio.gather(task, return_exceptions=True)
 
     async def _process(self, item: Received) -> None:
         async with self._slots:

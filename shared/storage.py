@@ -39,7 +39,8 @@ log = logging.getLogger(__name__)
 JSON_CONTENT = ContentSettings(content_type="application/json")
 GZIP_CONTENT = ContentSettings(content_type="application/json", content_encoding="gzip")
 # The storage SDK's own retry waits 15 s, 18 s, 24 s; a drainer would rather hand over (a delayed `continue`)
-# than sit out an outage, so: three retries after about 0.5, 2.5 and 4.5 s.
+# than sit out an outage, so: three retries after about 2.5, 4.5 and 8.5 s (the SDK adds increment_base**n,
+# n from 1, to initial_backoff): an outage of more than about 16 s reaches the drainer.
 CLIENT_OPTIONS: dict[str, Any] = {
     "retry_total": 3,
     "initial_backoff": 0.5,
