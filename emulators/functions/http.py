@@ -71,7 +71,8 @@ class HttpFrontEnd:
 
     def application(self, body_limit_bytes: int) -> web.Application:
         app = web.Application(client_max_size=body_limit_bytes)
-        app.router.add_route("*", "/{tail:.*}", self.handle)
+        # Any path, newlines included (%0a is a legal route value): routing is this front end's own.
+        app.router.add_route("*", r"/{tail:[\s\S]*}", self.handle)
         return app
 
     async def handle(self, request: web.Request) -> web.StreamResponse:

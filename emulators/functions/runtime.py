@@ -96,7 +96,13 @@ class Host:
 
     async def _start_http(self) -> web.AppRunner:
         front = HttpFrontEnd(self.plan.http, self.options.route_prefix, self.invoker, self.host_id, self.keys)
-        runner = web.AppRunner(front.application(self.body_limit_bytes), access_log=None, shutdown_timeout=self.grace_s)
+        # auto_decompress off: the real host hands the function the body as sent, Content-Encoding and all.
+        runner = web.AppRunner(
+            front.application(self.body_limit_bytes),
+            access_log=None,
+            shutdown_timeout=self.grace_s,
+            auto_decompress=False,
+        )
         await runner.setup()
         try:
             await web.TCPSite(runner, LOOPBACK, self.port).start()
