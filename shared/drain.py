@@ -409,8 +409,10 @@ class Drainer:
                 u=self._random.random(),
             )
             text = await self._carry_on(msg, envelope.retry_header(header, s.retry), by_position)
-            await self._update(item, text, math.ceil(delay_ms / 1000))
-            self._due_ms.append(self._epoch_ms() + delay_ms)
+            # Visibility is whole seconds: the wake-up must not come before the message is visible again.
+            visible_s = math.ceil(delay_ms / 1000)
+            await self._update(item, text, visible_s)
+            self._due_ms.append(self._epoch_ms() + visible_s * 1000)
             self.report.items_retried += len(s.retry)
             log.info(
                 "chunk %d of batch %s: %d ok, %d poisoned, %d retried in %d ms (attempt %d)",
