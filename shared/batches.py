@@ -16,7 +16,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-BATCH_ID = re.compile(r"^[0-9a-f]{32}$")
+BATCH_ID = re.compile(r"[0-9a-f]{32}")
 _KEY_NAMESPACE = uuid.UUID("6f1b6a52-8f7e-4a55-9d3c-2f4a7c1e9b10")
 MAX_IDEMPOTENCY_KEY = 256
 
@@ -38,7 +38,7 @@ def new_attempt() -> str:
 
 
 def is_batch_id(text: str) -> bool:
-    return bool(BATCH_ID.match(text))
+    return BATCH_ID.fullmatch(text) is not None  # match() with $ would let a trailing newline through
 
 
 def items_digest(items: Sequence[str]) -> str:

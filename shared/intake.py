@@ -157,8 +157,9 @@ def parse_json(text: str, limits: Limits) -> list[str]:
 
 def parse_ndjson(text: str, limits: Limits) -> list[str]:
     items: list[str] = []
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+    # Lines end at "\n" only: str.splitlines() would also cut at U+2028, U+0085, \x1e..., which JSON strings may hold.
+    for line_no, line in enumerate(text.split("\n"), start=1):
+        if not line.strip(" \t\r"):  # JSON whitespace only
             continue
         if len(items) >= limits.max_items:
             check_count(len(items) + 1, limits)
