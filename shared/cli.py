@@ -24,6 +24,10 @@ DEFAULT_URL = "http://localhost:7071"
 FOLLOW_EVERY_S = 0.5
 BAR_WIDTH = 30
 DONE = {"completed", "completed_with_failures"}
+EMPTY_ERRORS = {
+    401: "the function key is missing or wrong (pass a valid one with --key)",
+    404: "no such route here (does --url point at the function app?)",
+}
 
 
 class ApiError(Exception):
@@ -47,12 +51,14 @@ class Client:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310 - operator's URL
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as e:
-            raise ApiError(f"{e.code}: {error_text(e.read())}") from None
+            raise ApiError(f"{e.code}: {error_text(e.code, e.read())}") from None
         except urllib.error.URLError as e:
             raise ApiError(f"cannot reach {self.url}: {e.reason}") from None
 
 
-def error_text(body: bytes) -> str:
+def error_text(status: int, body: bytes) -> str:
+    if not body.strip():  # the host's own refusals (401, 404 for an unknown route) have no body
+        return EMPTY_ERRORS.get(status, "the server gave no details")
     try:
         error = json.loads(body)["error"]
         return f"{error['message']}" + (f" ({error['limit']})" if "limit" in error else "")
