@@ -1,0 +1,40 @@
+"""The chunk handler of the hostile suite, loaded by the real app in the local host through `HANDLER`.
+
+Every item succeeds, whatever JSON value it is (schemathesis sends any), except an object with
+`"fragile": true` while the file `$HOSTILE_BROKEN_FLAG` exists: it fails retryably, so it ends up
+parked. Deleting the file is "fixing the cause" before a replay. Each item with an `"id"` is noted in
+`$HOSTILE_LOG_DIR/<pid>.log` (one id a line, one append per chunk) so a test can count executions.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from shared.handlers import ChunkContext, ChunkResult, ItemOutcome
+
+
+def note(items: Sequence[Any]) -> None:
+    ids = [str(item["id"]) for item in items if isinstance(item, dict) and isinstance(item.get("id"), str)]
+    if not ids:
+        return
+    path = Path(os.environ["HOSTILE_LOG_DIR"]) / f"{os.getpid()}.log"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, "".join(f"{i}\n" for i in ids).encode())
+    finally:
+        os.close(fd)
+
+
+def outcome(item: Any, broken: bool) -> ItemOutcome:
+    if broken and isinstance(item, dict) and item.get("fragile") is True:
+        return ItemOutcome.failure(f"item {item.get('id')} hit the broken dependency")
+    return ItemOutcome.success(None)
+
+
+def settle(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
+    note(items)
+    broken = Path(os.environ["HOSTILE_BROKEN_FLAG"]).exists()
+    return ChunkResult([outcome(item, broken) for item in items])
