@@ -15,7 +15,14 @@ from typing import Any
 from azure.storage.queue import QueueMessage
 
 from shared import envelope, layout, poison
-from shared.errors import MalformedEnvelope, NotFound, PreconditionFailed, ResourceMissing, TriggerUnavailable
+from shared.errors import (
+    MalformedEnvelope,
+    NotFound,
+    PreconditionFailed,
+    ResourceMissing,
+    StorageError,
+    TriggerUnavailable,
+)
 from shared.events import Reason, TriggerEvent
 from shared.runtime import Services
 from shared.settlement import counts_metadata
@@ -132,36 +139,52 @@ async def _scan(
     limit: int = 10**9,
 ) -> list[dict[str, Any]]:
     """Receive the poison queue page by page (hiding each message briefly) and act on the matching ones;
-    the rest reappear when their short visibility ends."""
+    the rest are made visible again at the end, so looking leaves the queue as it was."""
     client = await services.storage.ensure_queue(name)
     found: list[dict[str, Any]] = []
     seen: set[str] = set()
-    while len(found) < limit:
-        async with translated(f"receive from {name}"):
-            page = [
-                m
-                async for m in client.receive_messages(
-                    messages_per_page=PAGE, max_messages=PAGE, visibility_timeout=HIDE_S
-                )
-            ]
-        fresh = [m for m in page if m.id not in seen]
-        if not fresh:
-            break
-        for message in fresh:
-            seen.add(message.id)
-            parked = parse(name, message)
-            summary = parked.summary()
-            if message_ids is not None and message.id not in message_ids:
-                continue
-            if batch_id is not None and summary["batch_id"] != batch_id:
-                continue
-            if act is None:
-                found.append(parked.detail())
-            elif await act(client, message, parked):
-                found.append(summary)
-            if len(found) >= limit:
+    passed: list[QueueMessage] = []  # hidden by our receive, not acted on
+    try:
+        while len(found) < limit:
+            async with translated(f"receive from {name}"):
+                page = [
+                    m
+                    async for m in client.receive_messages(
+                        messages_per_page=PAGE, max_messages=PAGE, visibility_timeout=HIDE_S
+                    )
+                ]
+            fresh = [m for m in page if m.id not in seen]
+            if not fresh:
                 break
+            for message in fresh:
+                seen.add(message.id)
+                parked = parse(name, message)
+                summary = parked.summary()
+                wanted = (message_ids is None or message.id in message_ids) and (
+                    batch_id is None or summary["batch_id"] == batch_id
+                )
+                if wanted and act is None:
+                    found.append(parked.detail())
+                    passed.append(message)
+                elif wanted and await act(client, message, parked):
+                    found.append(summary)
+                else:
+                    passed.append(message)
+                if len(found) >= limit:
+                    break
+    finally:
+        await _unhide(client, name, passed)
     return found
+
+
+async def _unhide(client: Any, name: str, messages: list[QueueMessage]) -> None:
+    """Best effort: a message we could not unhide reappears by itself after HIDE_S."""
+    for message in messages:
+        try:
+            async with translated(f"unhide {message.id} in {name}"):
+                await client.update_message(message, visibility_timeout=0)
+        except StorageError as e:
+            log.warning("could not unhide %s in %s (%s); it reappears within %d s", message.id, name, e, HIDE_S)
 
 
 async def _replay_one(services: Services, client: Any, message: QueueMessage, parked: Parked) -> None:

@@ -49,6 +49,11 @@ async def test_parked_chunks_can_be_listed_inspected_and_replayed_once(configure
     assert detail["items"][0]["id"].endswith("7")
     assert detail["failed"] == 1
 
+    # Looking for an id that is not there scans (and briefly hides) every parked chunk: it must leave
+    # them visible, or the replay below would find nothing for the next 30 s.
+    code, _ = await call(app_functions, "poison_detail", http_request("GET", "/api/poison/x", message_id="nope"))
+    assert code == 404
+
     # The cause is fixed (here: a handler that succeeds); replay everything parked for the batch.
     services.handler = handlers.record
     handlers.calls.clear()
