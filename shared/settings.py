@@ -162,7 +162,7 @@ class Settings:
 
 
 def check_name(variable: str, value: str, pattern: re.Pattern[str]) -> None:
-    if not pattern.match(value):
+    if not pattern.fullmatch(value):
         raise SettingsError(variable, f"{value!r} is not a valid name (pattern {pattern.pattern})")
 
 
