@@ -43,13 +43,14 @@ def to_message(event: TriggerEvent) -> ServiceBusMessage:
 
 
 class ServiceBusPublisher:
-    """One client and one sender per event loop, reopened after a failure."""
+    """One client and one sender per event loop, used by one call at a time, reopened after a failure."""
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._client: ServiceBusClient | None = None
         self._sender: ServiceBusSender | None = None
         self._lock = asyncio.Lock()
+        self._calls = asyncio.Lock()
 
     def _new_client(self) -> ServiceBusClient:
         conn = self._settings.servicebus
@@ -81,10 +82,16 @@ class ServiceBusPublisher:
                 except (ServiceBusError, OSError, asyncio.TimeoutError) as e:
                     log.debug("closing a failed Service Bus link: %s", e)
 
+    async def _one_at_a_time(self, action: Any) -> Any:
+        # The SDK's sender opens its link lazily and is not safe for concurrent use: two first sends at once
+        # both fail ('NoneType' has no attribute 'create_sender_link'), and a reset would cut off the others.
+        async with self._calls:
+            return await action(await self._get_sender())
+
     async def _call(self, what: str, action: Any) -> Any:
         try:
-            sender = await self._get_sender()
-            return await asyncio.wait_for(action(sender), self._settings.publish_timeout_s)
+            # The timeout covers the wait for the turn too: an unreachable broker must not queue callers up.
+            return await asyncio.wait_for(self._one_at_a_time(action), self._settings.publish_timeout_s)
         except (ServiceBusError, OSError, asyncio.TimeoutError, ValueError) as e:
             await self._reset()
             detail = redact(str(e).splitlines()[0] if str(e) else "")
