@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PY_OK  := $(VENV)/.installed
 NODE_OK := node_modules/.installed
 
-.PHONY: setup run test test-fast lint format mypy check clean bench bench-quick
+.PHONY: setup run test test-fast lint format mypy check clean bench bench-quick reliability
 
 $(PY_OK): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,12 @@ test: setup
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not faults and not slow"
+
+## make reliability: the fault scenarios against the whole local stack -> RELIABILITY.md (written even if one fails)
+reliability: setup
+	rm -f .devstack/reliability.json
+	status=0; RELIABILITY_JSON=.devstack/reliability.json $(BIN)/python -m pytest -m faults || status=$$?; \
+	$(BIN)/python -m tests.faults.report .devstack/reliability.json RELIABILITY.md && exit $$status
 
 lint: $(PY_OK)
 	$(BIN)/ruff check .

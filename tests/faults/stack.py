@@ -323,6 +323,18 @@ class Audit:
     missing_examples: list[str]
 
 
+def paced(*, chunk_items: int, delay_s: float, concurrency: int = 2, receive_batch: int = 4) -> dict[str, str]:
+    """Settings for a slow, narrow drain: `delay_s` per chunk, `concurrency` chunks at a time, one receiver
+    taking pages of `receive_batch`, so faults land while chunks are in flight."""
+    return {
+        "FAULT_CHUNK_DELAY_S": str(delay_s),
+        "CHUNK_CONCURRENCY": str(concurrency),
+        "RECEIVE_BATCH": str(receive_batch),
+        "RECEIVERS": "1",
+        "CHUNK_MAX_ITEMS": str(chunk_items),
+    }
+
+
 def merged(audits: Iterable[Audit]) -> Audit:
     """One audit over several batches (counts added up)."""
     parts = list(audits)

@@ -12,10 +12,14 @@ import time
 import pytest
 
 from tests.faults.conftest import Recorder, StartStack
-from tests.faults.stack import audit, first_line_with, items_for, merged, wait_until
+from tests.faults.stack import audit, drain_lines, first_line_with, items_for, merged, wait_until
 from tests.faults.test_crashes import SLOW_DRAIN, total
 
 pytestmark = pytest.mark.faults
+
+# Longer than the storage client's own retries (backoffs of about 2.5, 4.5 and 8.5 s: 16 s in all), so the
+# drain itself must notice the outage, hand over and come back by itself, while chunks are in flight.
+STORAGE_OUTAGE_S = 25
 
 
 @pytest.mark.timeout(240)
@@ -28,7 +32,7 @@ def test_restarting_azurite_mid_drain_loses_nothing_and_the_drain_resumes_by_its
     wait_until(lambda: total(stack) > 0, 60, "the drain to start")
     time.sleep(1.5)
     stack.stop_azurite()
-    time.sleep(2.0)  # storage is away while chunks are in flight
+    time.sleep(STORAGE_OUTAGE_S)
     stack.start_azurite()
     back_at = time.monotonic()
     seen = total(stack)
@@ -41,12 +45,19 @@ def test_restarting_azurite_mid_drain_loses_nothing_and_the_drain_resumes_by_its
     assert status["items"]["succeeded"] == len(items)
     assert (found.lost, found.duplicated) == (0, 0), found
     assert stack.hosts[0].process.running(), "the host lived through the outage"
+    logs = stack.host_logs()
+    cut_off = [d for d in drain_lines(logs) if d.outcome in ("storage-failed", "lease-lost")]
+    assert cut_off or "stopped by storage" in logs, "the outage outlasted the storage client's retries"
+    assert "Task exception was never retrieved" not in logs
     reliability.record(
         "2. Azurite restarted mid-drain (same data folder)",
         found,
         tries=1,
-        recover_s=f"{resumed_s:.0f} s after Azurite was back",
-        proves="a drain stopped by storage schedules its own `continue`; in-flight chunks reappear",
+        recover_s=f"{resumed_s:.1f} s after Azurite was back",
+        proves=(
+            f"a {STORAGE_OUTAGE_S} s outage, longer than the storage client's retries, cuts the drain off; it hands "
+            "over with a `continue` event and the chunks in flight reappear"
+        ),
     )
 
 
@@ -81,6 +92,7 @@ def test_with_service_bus_down_batches_are_deferred_the_fallback_completes_them_
     assert first_line_with(stack.host_logs(), ["Service Bus unreachable", "here"]), "the fallback drained itself"
 
     stack.start_broker()
+    restarted_at = time.monotonic()
     tries = iter(range(1000))
 
     def submit_until_published() -> dict[str, object] | None:
@@ -90,6 +102,7 @@ def test_with_service_bus_down_batches_are_deferred_the_fallback_completes_them_
         return accepted if accepted["trigger"] == "published" else None
 
     accepted = wait_until(submit_until_published, 60, "a submit to publish its trigger again", every_s=1.0)
+    push_back_s = time.monotonic() - restarted_at
     stack.wait_completed(str(accepted["batch_id"]), timeout_s=60)
     wait_until(lambda: "(submitted): " in stack.host_logs(), 30, "a drain started by the submitted event")
 
@@ -101,6 +114,9 @@ def test_with_service_bus_down_batches_are_deferred_the_fallback_completes_them_
         "3. Service Bus stand-in stopped during submits, then restarted",
         found,
         tries=deferred,
-        recover_s=f"{fallback_s:.0f} s for the fallback to complete {deferred} deferred batches",
+        recover_s=(
+            f"{fallback_s:.0f} s for the fallback to complete {deferred} deferred batches; "
+            f"push back {push_back_s:.0f} s after the broker restarted"
+        ),
         proves='submits answer 202 `"deferred"`; the fallback drains without Service Bus; push resumes',
     )
