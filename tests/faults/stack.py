@@ -282,6 +282,10 @@ class Stack:
         """How many invocations of `function` the hosts logged as finished with `outcome`."""
         return self.host_logs().count(f"Executed 'Functions.{function}' ({outcome},")
 
+    def starts(self, function: str) -> int:
+        """How many invocations of `function` the hosts logged as started."""
+        return self.host_logs().count(f"Executing 'Functions.{function}' (")
+
 
 class LeaseWatch:
     """Samples how many drain lease slots of the work queue are held, in a thread, while a scenario runs."""
