@@ -35,11 +35,12 @@ a real Azurite, the Service Bus stand-in driven by the unmodified `azure-service
 more local function hosts running the unchanged `function_app.py`. Faults are real: `kill -9` of a
 host by its pid, Azurite and the broker stopped and started again on the same ports and data.
 
-Every item's result is counted in the result blobs: **lost** (items with no result) and **duplicated**
-(items with more than one result) must both be 0, and the tests fail otherwise. **Handler
-re-executions** are items the handler started on more than once (work redone after a crash or a
-retry: at-least-once processing, with results written idempotently). The figures below are the ones
-measured by the last run; they vary from run to run.
+**Tries** is how often the fault was injected (kills, outages, submits deferred, failing items,
+trigger events). Every item's result is counted in the result blobs: **lost** (items with no
+result) and **duplicated** (items with more than one result) must both be 0, and the tests fail
+otherwise. **Handler re-executions** are the handler's runs on an item beyond its first (work
+redone after a crash, or a failed item retried): processing is at least once, and results are
+written idempotently. The figures are those of the last run; they vary from run to run.
 
 Regenerate with `make reliability` (runs `pytest -m faults` with `RELIABILITY_JSON` set, then
 `python -m tests.faults.report`). The scenarios also run in `make test`.
