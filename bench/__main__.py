@@ -62,7 +62,14 @@ async def measure(cfg: BenchConfig, stack: Stack, token: str, run_dir: Path) -> 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, finishes in under 5 minutes")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rewrite the plots and BENCHMARKS.md from latest.json, measure nothing",
+    )
     args = parser.parse_args(argv)
+    if args.report_only:
+        return write_report(json.loads((RESULTS / "latest.json").read_text()), "latest", markdown=True)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
     for noisy in ("azure", "shared"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -72,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_dir = RESULTS / "runs" / f"{started_at:%Y%m%dT%H%M%SZ}-{cfg.name}"
     run_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    at_start = machine.details()  # the working tree is shared: say what it was when the run began, and at its end
     stack = Stack(run_dir, [trigger_queue(role, token) for role in ROLES])
     try:
         with machine.LoadSampler() as load:
@@ -86,17 +94,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         "config": cfg.__dict__,
         "started_at": started_at.isoformat(timespec="seconds"),
         "duration_s": round(time.monotonic() - started, 1),
-        "machine": machine.details() | {"load_during_run": load.summary()},
+        "machine": machine.details()
+        | {
+            "commit_at_start": at_start["commit"],
+            "tree_modified_at_start": at_start["tree_modified"],
+            "load_during_run": load.summary(),
+        },
         **results,
     }
+    log.info("done in %.0f s", document["duration_s"])
+    return write_report(document, "latest" if not args.quick else "quick", markdown=not args.quick)
+
+
+def write_report(document: dict[str, Any], name: str, *, markdown: bool) -> int:
+    """The run's JSON (with its summary worked out again), its plots, and BENCHMARKS.md for a full run."""
     document["summary"] = report.summarize(document)
-    name = "latest" if not args.quick else "quick"
     out = RESULTS / f"{name}.json"
     out.write_text(json.dumps(document, indent=1) + "\n")
     plots.write(document, RESULTS, prefix=name)
-    if not args.quick:
+    if markdown:
         (ROOT / "BENCHMARKS.md").write_text(report.markdown(document))
-    log.info("done in %.0f s: %s", document["duration_s"], out.relative_to(ROOT))
+    log.info("wrote %s", out.relative_to(ROOT))
     return 0
 
 

@@ -24,7 +24,7 @@ class BenchConfig:
 FULL = BenchConfig(
     name="full",
     app_backlog_items=200_000,
-    peer_backlog_items=10_000,
+    peer_backlog_items=3_000,
     raw_rounds=5,
     raw_concurrency=(1, 2, 4, 8, 16),
     latency_lanes=10,

@@ -16,7 +16,7 @@ PARTS: dict[str, str] = {
     "_receive": "receive (GetMessages of 32 through the SDK)",
     "_run_handler": "the handler (no-op)",
 }
-OTHER = "everything else (event loop, tasks, session set-up and tear-down, Service Bus)"
+OTHER = "everything else: the event loop waiting on Azurite, tasks, set-up and tear-down, Service Bus"
 
 
 class Frame(Protocol):

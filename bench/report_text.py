@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.peers import LABELS
+from bench.profile_parts import OTHER
 from bench.report import PEERS, SYSTEMS, fmt, ms
 
 HOST_OVERHEADS = """\
@@ -53,7 +54,7 @@ a shared {m["cores"]}-core machine and are noisy; compare the ratios.
 - Command: `{doc["command"]}` (from a fresh clone; it runs `make setup` first). This run took
   {doc["duration_s"] / 60:.1f} minutes, started {doc["started_at"]}.
 - Machine: {m["cpu"]}, {m["cores"]} cores, {m["memory_gib"]} GiB, {m["os"]}, Python {m["python"]}, Node {m["node"]},
-  Azurite {m["azurite"]}; commit `{(m["commit"] or "?")[:12]}`{" (with local changes)" if m["tree_modified"] else ""}.
+  Azurite {m["azurite"]}; {commits(m)}.
 - Load: the machine is shared with other engineers' test suites. {load_line(m)} Azurite, the Service Bus
   stand-in, the function hosts, the peers and the drain all share those {m["cores"]} cores.
 - Every figure is in [`bench/results/latest.json`](bench/results/latest.json).
@@ -64,6 +65,22 @@ Peers (in `bench/peers/`, each faithful to its documented algorithm):
 |---|---|
 {peer_table()}
 """
+
+
+def commits(m: dict[str, Any]) -> str:
+    def one(commit: str | None, modified: bool) -> str:
+        return f"`{(commit or '?')[:12]}`" + (" with uncommitted changes" if modified else "")
+
+    end = one(m["commit"], m["tree_modified"])
+    if "commit_at_start" not in m:
+        return f"commit {end}"
+    start = one(m["commit_at_start"], m["tree_modified_at_start"])
+    if start == end:
+        return f"commit {end}"
+    return (
+        f"commit {start} at the start and {end} at the end (the working tree is shared: other engineers "
+        "committed during the run, so later phases ran newer code)"
+    )
 
 
 def load_line(m: dict[str, Any]) -> str:
@@ -160,8 +177,9 @@ def throughput(doc: dict[str, Any]) -> str:
         f"the start; from there to its last DeleteMessage (the steady window) took {fmt(app['steady_seconds'], 2)} s: "
         f"{fmt(app['items'] / app['steady_seconds'], 0)} items/s, {fmt(app['messages_per_s_steady'], 1)} "
         f"messages/s. The process used {fmt(app['drain_cpu_seconds'], 2)} s of CPU in "
-        f"{fmt(app['drain_seconds'], 2)} s ({app['drain_cpu_seconds'] / app['drain_seconds']:.0%} of one core"
-        + ("): it is CPU-bound (section 5)." if cpu_bound(app) else "; the rest of the session is waiting)."),
+        f"{fmt(app['drain_seconds'], 2)} s ({app['drain_cpu_seconds'] / app['drain_seconds']:.0%} of one core; "
+        "the rest is waiting, on Azurite and, on a loaded machine, for a core). "
+        "Where it goes: the last section, under the message rate.",
     ]
     if app.get("watchdog_publish_failures"):
         rows += [
@@ -188,8 +206,13 @@ def peer_full_minutes(tput: dict[str, Any], items: int = 200_000) -> float:
     return seconds / 60
 
 
-def cpu_bound(app: dict[str, Any]) -> bool:
-    return bool(app["drain_cpu_seconds"] >= 0.7 * app["drain_seconds"])
+def cpu_phrase(app: dict[str, Any]) -> str:
+    share = app["drain_cpu_seconds"] / app["drain_seconds"]
+    if share >= 0.7:
+        return "The drain process is CPU-bound"
+    if share >= 0.5:
+        return "The drain process spends most of its time on CPU"
+    return "The drain process spends less than half its time on CPU"
 
 
 def latency(doc: dict[str, Any]) -> str:
@@ -226,7 +249,8 @@ def latency(doc: dict[str, Any]) -> str:
         "![latency distributions](bench/results/latest-latency.png)",
         "",
         "A peer's first item can be handled before its last message is stored (a poll that lands during the "
-        "enqueue), which only favours the peers.",
+        "enqueue of its messages): hence any negative or near-zero figures of the peers, which only favour "
+        "them.",
         "",
         host_note(lat),
         "",
@@ -372,17 +396,35 @@ def findings(doc: dict[str, Any]) -> str:
 
 
 def latency_cause(doc: dict[str, Any]) -> str:
-    gap = doc["latency"].get("app_host_timeline", {}).get("delivery_gap_s", {})
+    timeline = doc["latency"].get("app_host_timeline", {})
+    gap, drain = timeline.get("delivery_gap_s", {}), timeline.get("drain_duration_s", {})
     return (
-        "**Wake latency.** The app's own part of a wake-up (the `drain` function: lease, receive, manifest read, "
-        "handler, result write, delete) takes tens of milliseconds (section 3). Most of the rest, "
-        f"a median {ms(gap.get('p50'))} ms between `submit_batch` ending and `drain` starting, is the local "
+        "**Wake latency.** The app's own part of a wake-up is the `drain` function (lease, receive, manifest "
+        "read, handler, result write, delete, lease release, one last look at the queue): a median "
+        f"{ms(drain.get('p50'))} ms for the whole function (p99 {ms(drain.get('p99'))}), and the first item is "
+        "handled before its end (section 3). The larger part, "
+        f"a median {ms(gap.get('p50'))} ms (max {ms(gap.get('max'))}) between `submit_batch` ending and `drain` "
+        "starting, is the local "
         "function host's Service Bus receive, which asks for up to 16 messages with a 1 s wait, and the "
         "azure-servicebus SDK then keeps the receive open a further 0.2 s after the first message to fill the "
-        "batch. The local host is a development stand-in, not part of the product; the Azure Functions host "
+        f"batch. {wake_spread(doc)} The local host is a development stand-in, not part of the product; the Azure "
+        "Functions host "
         "hands each message over as it arrives. The remainder is the shared machine's load (section header). "
         "Not changed here: the local host belongs to another engineer; proposed to them: receive one message at "
         "a time (`async for message in receiver`)."
+    )
+
+
+def wake_spread(doc: dict[str, Any]) -> str:
+    samples = sorted(doc["latency"]["systems"]["app"]["first_item_samples_s"])
+    if not samples:
+        return ""
+    fast = [x for x in samples if x < 0.1]
+    held = [x for x in samples if 0.2 <= x < 0.25]
+    return (
+        f"The samples show it: {len(held)} of {len(samples)} wake-ups took 200-250 ms (that 200 ms wait plus the "
+        f"app's own tens of milliseconds), and the {len(fast)} whose trigger met no such wait took "
+        f"{', '.join(f'{x * 1000:.0f}' for x in fast) or '-'} ms."
     )
 
 
@@ -393,16 +435,18 @@ def rate_cause(doc: dict[str, Any], f: dict[str, Any], app: dict[str, Any]) -> l
         f"messages/s, {f['app_fraction_of_raw']:.0%} of the raw GetMessages+Delete rate on the same messages. "
         "Found by profiling (pyinstrument, below) and by the CPU clock:",
         "",
-        f"1. **{'The drain process is CPU-bound' if cpu_bound(app) else 'CPU'}.** It used "
+        f"1. **{cpu_phrase(app)}.** It used "
         f"{fmt(app['drain_cpu_seconds'], 2)} s of CPU in a {fmt(app['drain_seconds'], 2)} s drain "
         f"({f['app_drain_cpu_share']:.0%} of a core), on two cores it shares with Azurite (a single Node "
         "process, itself busy with every request) and the Service Bus stand-in. "
         "The raw loop spends its CPU on one DeleteMessage per message (plus 1/32 of a GetMessages); the app spends "
         "it on that and on the work the design asks of it per message.",
-        "2. **Per message the app does three times the raw loop's work, by design**: it decodes the chunk "
-        "(base64, gunzip, JSON of 500 items), builds and writes the chunk's result blob (idempotent per-chunk "
-        "results: a redelivered chunk overwrites, never double-counts; batch status is one listing), then "
-        "deletes. The result PutBlob alone costs as much client CPU as the delete: adding just that PutBlob to "
+        f"2. **Per message the app does more than the raw loop, by design**: {per_message_ms(app):.1f} ms of CPU "
+        f"per message, where the raw loop takes {1000 / f['raw_limit_messages_per_s']:.1f} ms of wall time per "
+        "message in all. It decodes the chunk (base64, gunzip, JSON of 500 items), builds and writes the "
+        "chunk's result blob (idempotent per-chunk results: a redelivered chunk overwrites, never double-counts; "
+        "batch status is one listing), then deletes. The result PutBlob alone takes more of the drain's time "
+        "than the delete (profile below); adding just that PutBlob to "
         f"the raw loop brings the ceiling down to {fmt(f['raw_with_result_blob_messages_per_s'], 0)} messages/s "
         f"({ratio_text(f['raw_with_result_blob_messages_per_s'], f['raw_limit_messages_per_s'])} of the raw "
         f"limit), so 70 % of the raw limit is out of reach while every chunk writes its own result blob. Against "
@@ -413,15 +457,17 @@ def rate_cause(doc: dict[str, Any], f: dict[str, Any], app: dict[str, Any]) -> l
         "two requests per message.",
     ]
     if profile:
-        total = profile["seconds_under_profiler"]
+        total = sum(profile["parts_s"].values())
         lines += [
             "",
-            f"Where a profiled {profile['items']:,}-item drain's time went ({fmt(total, 2)} s under pyinstrument, "
-            f"{fmt(profile['cpu_seconds_under_profiler'], 2)} s of it CPU; the profiler slows it down):",
+            f"Where a profiled {profile['items']:,}-item drain's time went: {fmt(total, 2)} s of wall time sampled "
+            f"by pyinstrument (process start to end; the drain itself {fmt(profile['seconds_under_profiler'], 2)} s), "
+            f"{fmt(profile['cpu_seconds_under_profiler'], 2)} s of it CPU; the profiler slows it down. Each part "
+            "includes the SDK and network code it calls:",
             "",
             "| part of the work | seconds | share |",
             "|---|---|---|",
-            *[f"| {part} | {sec:.3f} | {sec / total:.0%} |" for part, sec in profile["parts_s"].items()],
+            *[f"| {part_label(part)} | {sec:.3f} | {sec / total:.0%} |" for part, sec in profile["parts_s"].items()],
             "",
             "Top of the call tree:",
             "",
@@ -439,6 +485,14 @@ def rate_cause(doc: dict[str, Any], f: dict[str, Any], app: dict[str, Any]) -> l
         "",
     ]
     return lines
+
+
+def per_message_ms(app: dict[str, Any]) -> float:
+    return float(app["drain_cpu_seconds"]) * 1000 / int(app["messages"])
+
+
+def part_label(part: str) -> str:
+    return OTHER if part.startswith("everything else") else part
 
 
 def ratio_text(a: float | None, b: float | None) -> str:
