@@ -103,19 +103,30 @@ STAMP = re.compile(
 
 def host_timeline(lines: list[str]) -> dict[str, Any]:
     """From the host's console: how long each `drain` ran, and how long after `submit_batch` ended it started
-    (Service Bus delivery through the local host)."""
+    (Service Bus delivery through the local host). The trigger is published inside `submit_batch`, so a
+    drain can start before the submit's own `Executed` line: that gap is negative."""
     gaps, durations = [], []
+    submitting = False
     submitted: datetime | None = None
+    early: datetime | None = None  # a drain that started while the submit was still finishing
     for line in lines:
         match = STAMP.match(line.strip())
         if match is None:
             continue
         at = datetime.fromisoformat(match[1])
-        if match[2] == "Executed" and match[3] == "submit_batch":
-            submitted = at
-        elif match[2] == "Executing" and match[3] == "drain" and submitted is not None:
-            gaps.append((at - submitted).total_seconds())
-            submitted = None
+        if match[3] == "submit_batch":
+            submitting = match[2] == "Executing"
+            if not submitting:
+                submitted = at
+                if early is not None:
+                    gaps.append((early - at).total_seconds())
+                    submitted = early = None
+        elif match[2] == "Executing" and match[3] == "drain":
+            if submitting and early is None:
+                early = at
+            elif submitted is not None:
+                gaps.append((at - submitted).total_seconds())
+                submitted = None
         elif match[2] == "Executed" and match[3] == "drain" and match[4]:
             durations.append(int(match[4]) / 1000)
     return {"delivery_gap_s": summary(gaps), "drain_duration_s": summary(durations)}
