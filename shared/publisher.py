@@ -49,7 +49,6 @@ class ServiceBusPublisher:
         self._settings = settings
         self._client: ServiceBusClient | None = None
         self._sender: ServiceBusSender | None = None
-        self._lock = asyncio.Lock()
         self._calls = asyncio.Lock()
 
     def _new_client(self) -> ServiceBusClient:
@@ -64,17 +63,16 @@ class ServiceBusPublisher:
         credential = DefaultAzureCredential(managed_identity_client_id=conn.client_id)
         return ServiceBusClient(conn.namespace, credential, **options)
 
-    async def _get_sender(self) -> ServiceBusSender:
-        async with self._lock:
-            if self._sender is None:
-                self._client = self._new_client()
-                self._sender = self._client.get_queue_sender(self._settings.trigger_queue)
-            return self._sender
+    def _get_sender(self) -> ServiceBusSender:
+        # No await between the check and the swap (here and in _reset): atomic on the event loop, no lock needed.
+        if self._sender is None:
+            self._client = self._new_client()
+            self._sender = self._client.get_queue_sender(self._settings.trigger_queue)
+        return self._sender
 
     async def _reset(self) -> None:
-        async with self._lock:
-            sender, client = self._sender, self._client
-            self._sender = self._client = None
+        sender, client = self._sender, self._client
+        self._sender = self._client = None
         for closeable in (sender, client):
             if closeable is not None:
                 try:
@@ -86,7 +84,7 @@ class ServiceBusPublisher:
         # The SDK's sender opens its link lazily and is not safe for concurrent use: two first sends at once
         # both fail ('NoneType' has no attribute 'create_sender_link'), and a reset would cut off the others.
         async with self._calls:
-            return await action(await self._get_sender())
+            return await action(self._get_sender())
 
     async def _call(self, what: str, action: Any) -> Any:
         try:

@@ -7,6 +7,7 @@ function as `azure.functions` ServiceBusMessage objects, the way the host does i
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from datetime import datetime, timedelta, timezone
@@ -188,6 +189,22 @@ async def test_the_publisher_sends_schedules_and_cancels_on_the_real_broker(conf
     scheduled = [TriggerEvent.decode(b"".join(m.body)).reason for m in peeked if m.scheduled_enqueue_time_utc]
     assert Reason.WATCHDOG in scheduled
     assert Reason.RETRY_DUE not in scheduled
+
+
+async def test_concurrent_first_publishes_on_a_cold_publisher_all_reach_the_broker(configure, servicebus_service):
+    # A submit and the fallback can publish at the same moment; the SDK's lazily opened sender once failed
+    # both (and the batch was accepted as "deferred" with the broker up).
+    services = configure(servicebus=servicebus_service.connection_string)
+    publisher = ServiceBusPublisher(services.settings)
+    event = TriggerEvent(services.settings.account_name, services.settings.work_queue, Reason.SUBMITTED)
+    try:
+        await asyncio.gather(*(publisher.publish(event) for _ in range(8)))
+    finally:
+        await publisher.close()
+    async with ServiceBusClient.from_connection_string(servicebus_service.connection_string) as client:
+        async with client.get_queue_receiver(services.settings.trigger_queue) as receiver:
+            peeked = await receiver.peek_messages(max_message_count=20)
+    assert len(peeked) == 8
 
 
 async def test_an_unreachable_broker_still_accepts_the_batch_with_a_deferred_trigger(configure, app_functions, caplog):
