@@ -36,11 +36,12 @@ from shared.errors import (
 from shared.events import Reason, TriggerEvent
 from shared.handlers import ChunkContext, ChunkResult, ItemOutcome, checked, is_async
 from shared.leases import DrainLease
+from shared.result_store import ResultWriter
 from shared.runtime import Services
 from shared.scaling import coalesce_due, drainers_for_depth
 from shared.settings import INLINE_MAX_BYTES, QUEUE_MESSAGE_MAX_BYTES
 from shared.settlement import Failure, Settlement, settle
-from shared.storage import read_bytes, read_json, translated, write_bytes, write_json
+from shared.storage import read_bytes, read_json, translated, write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,9 @@ RETRY_WINDOW_MS = 5_000
 WATCHDOG_MARGIN_S = 5
 MAX_WAIT_DELAY_S = 60
 STORAGE_RETRY_S = 10
+
+
+Worked = tuple[ChunkMessage, dict[int, Any], Settlement]  # a handled chunk, its items by position, what to do
 
 
 def utcnow() -> datetime:
@@ -141,7 +145,7 @@ class Drainer:
     async def _run(self, key: tuple[str, int]) -> None:
         self.queue = await self.s.storage.ensure_queue(self.queue_name)
         self.state = await self.s.storage.ensure_container(self.settings.state_container)
-        self.results = await self.s.storage.ensure_container(self.settings.results_container)
+        self.results = ResultWriter(await self.s.storage.ensure_container(self.settings.results_container))
         self.batches = await self.s.storage.ensure_container(self.settings.batches_container)
         self.poison_queue = await self.s.storage.ensure_queue(self.settings.poison_queue(self.queue_name))
         try:
@@ -207,6 +211,7 @@ class Drainer:
             for task in self._receivers:
                 task.cancel()
             await asyncio.gather(*self._receivers, return_exceptions=True)
+            await self.results.cancel()
         return more
 
     def _spawn_receiver(self, lease: DrainLease) -> None:
@@ -292,29 +297,36 @@ class Drainer:
             await asyncio.gather(task, return_exceptions=True)
 
     async def _process(self, item: Received) -> None:
+        """Decode, admit and run the handler holding a slot (CHUNK_CONCURRENCY); settle after releasing it,
+        so storage round trips never keep another chunk from its handler."""
         async with self._slots:
-            try:
-                msg = envelope.decode(str(item.message.content))
-                verdict = await self._admission(msg.header)
-            except MalformedEnvelope as e:
-                await self._poison_raw(item, str(e))
-                return
-            if verdict is Admission.STALE:
-                self.report.stale += 1
-                await self._delete(item)
-                return
-            if verdict is Admission.WAIT:
-                await self._put_back(item, msg)
-                return
-            if verdict is Admission.ABANDONED:
-                log.warning(
-                    "discarding chunk %d of batch %s: its submission never completed (STAGING_TTL_S)",
-                    msg.header.chunk,
-                    msg.header.batch_id,
-                )
-                await self._delete(item)
-                return
-            await self._work(item, msg)
+            worked = await self._admit_and_work(item)
+        if worked is not None:
+            await self._settle(item, *worked)
+
+    async def _admit_and_work(self, item: Received) -> Worked | None:
+        try:
+            msg = envelope.decode(str(item.message.content))
+            verdict = await self._admission(msg.header)
+        except MalformedEnvelope as e:
+            await self._poison_raw(item, str(e))
+            return None
+        if verdict is Admission.STALE:
+            self.report.stale += 1
+            await self._delete(item)
+            return None
+        if verdict is Admission.WAIT:
+            await self._put_back(item, msg)
+            return None
+        if verdict is Admission.ABANDONED:
+            log.warning(
+                "discarding chunk %d of batch %s: its submission never completed (STAGING_TTL_S)",
+                msg.header.chunk,
+                msg.header.batch_id,
+            )
+            await self._delete(item)
+            return None
+        return await self._work(item, msg)
 
     async def _admission(self, header: ChunkHeader) -> Admission:
         committed = self.s.committed.get(header.batch_id)
@@ -342,13 +354,13 @@ class Drainer:
             raise MalformedEnvelope(f"batch {batch_id} has no manifest") from None
         return Manifest.from_json(doc)
 
-    async def _work(self, item: Received, msg: ChunkMessage) -> None:
+    async def _work(self, item: Received, msg: ChunkMessage) -> Worked | None:
         header = msg.header
         try:
             items, positions = await self._load_items(msg)
         except (MalformedEnvelope, ResourceMissing) as e:
             await self._poison_raw(item, f"chunk {header.chunk} of batch {header.batch_id}: {e}")
-            return
+            return None
         attempt = max(1, int(item.message.dequeue_count or 1) - header.skips)
         result = await self._run_handler(items, ChunkContext(header.batch_id, header.chunk, attempt, self.settings))
         settlement = settle(
@@ -361,7 +373,7 @@ class Drainer:
             max_attempts=self.settings.max_dequeue_count,
             summary=result.summary,
         )
-        await self._settle(item, msg, dict(zip(positions, items, strict=True)), settlement)
+        return msg, dict(zip(positions, items, strict=True)), settlement
 
     async def _load_items(self, msg: ChunkMessage) -> tuple[list[Any], list[int]]:
         if msg.items is not None:
@@ -392,12 +404,12 @@ class Drainer:
     # -- settling -------------------------------------------------------------------------------------------
 
     async def _settle(self, item: Received, msg: ChunkMessage, by_position: dict[int, Any], s: Settlement) -> None:
+        """Poison first, then the result record, then the message: a crash in between repeats, never loses."""
         header = msg.header
         record = s.record
         if s.poison:
             await self._send_poison(msg, by_position, s.poison, record.attempt)
-        name = layout.result_blob(header.batch_id, header.chunk, header.gen, record.first)
-        await write_json(self.results, name, record.to_json(utcnow().isoformat()), metadata=record.metadata())
+        await self.results.write(record)
         self.report.items_ok += len(record.ok)
         self.report.items_failed += len(record.failed)
         if s.retry:

@@ -19,13 +19,28 @@ def results_prefix(batch_id: str) -> str:
 
 
 def result_blob(batch_id: str, chunk: int, gen: int, first: int) -> str:
-    """One blob per message lineage: chunk, generation and the first position the message carries.
+    """The layout before group commit (still read): one blob per message lineage, named by chunk, generation
+    and the first position the message carries.
 
     A redelivered message overwrites its own result, never adds one. Messages of the same chunk and
     generation (retried items and poisoned items split from one parent) carry disjoint positions,
     so their first positions differ.
     """
     return f"{batch_id}/{chunk:06d}/{gen:03d}-{first:06d}{RESULT_SUFFIX}"
+
+
+def result_group_blob(batch_id: str, epoch_ms: int, token: str) -> str:
+    """A blob of result records written together: named by the writer's clock, then a random token, so names
+    never collide and sort in the order they were written (`shared.results`)."""
+    return f"{batch_id}/r{epoch_ms:013d}-{token}{RESULT_SUFFIX}"
+
+
+def is_result_group_blob(name: str) -> bool:
+    parts = name.split("/")
+    if len(parts) != 2 or not parts[1].startswith("r") or not parts[1].endswith(RESULT_SUFFIX):
+        return False
+    stamp, sep, token = parts[1][1 : -len(RESULT_SUFFIX)].partition("-")
+    return bool(sep and stamp.isdigit() and token.isalnum())
 
 
 def parse_result_blob(name: str) -> tuple[int, int, int] | None:

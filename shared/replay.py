@@ -14,7 +14,7 @@ from typing import Any
 
 from azure.storage.queue import QueueMessage
 
-from shared import envelope, layout, poison
+from shared import envelope, poison, results
 from shared.errors import (
     MalformedEnvelope,
     NotFound,
@@ -24,8 +24,8 @@ from shared.errors import (
     TriggerUnavailable,
 )
 from shared.events import Reason, TriggerEvent
+from shared.result_store import list_entries
 from shared.runtime import Services
-from shared.settlement import counts_metadata
 from shared.storage import read_json, translated, write_json
 
 log = logging.getLogger(__name__)
@@ -204,27 +204,30 @@ async def _replay_one(services: Services, client: Any, message: QueueMessage, pa
 
 async def _mark_retrying(services: Services, header: envelope.ChunkHeader) -> None:
     """In the parent generation's result record, the replayed items move from `failed` to `retrying`,
-    so the batch counts them once more as pending, then by their new outcome."""
+    so the batch counts them once more as pending, then by their new outcome. The record is changed where it
+    is (its blob rewritten over the version read), so it stays the newest of its lineage."""
     positions = set(header.positions or [])
     container = services.storage.container(services.settings.results_container)
-    prefix = f"{layout.results_prefix(header.batch_id)}{header.chunk:06d}/{header.gen - 1:03d}-"
-    async with translated(f"list results {prefix}"):
-        names = [b.name async for b in container.list_blobs(name_starts_with=prefix)]
-    for name in names:
+    parents = [
+        e
+        for e in await list_entries(container, header.batch_id)
+        if (e.chunk, e.gen) == (header.chunk, header.gen - 1) and e.failed
+    ]
+    for entry in parents:
         try:
-            record, etag = await read_json(container, name)
+            doc, etag = await read_json(container, entry.blob)
         except ResourceMissing:
             continue
-        moving = [f for f in record["failed"] if f["i"] in positions]
-        if not moving:
+        record = results.select(doc, entry)
+        moving = [f for f in record["failed"] if f["i"] in positions] if record is not None else []
+        if record is None or not moving:
             continue
         record["failed"] = [f for f in record["failed"] if f["i"] not in positions]
         record["retrying"] = sorted(set(record["retrying"]) | {f["i"] for f in moving})
-        metadata = counts_metadata(ok=len(record["ok"]), failed=len(record["failed"]), retrying=len(record["retrying"]))
         try:
-            await write_json(container, name, record, etag=etag, metadata=metadata)
+            await write_json(container, entry.blob, doc, etag=etag, metadata=results.blob_metadata(doc))
         except PreconditionFailed:
-            log.warning("result record %s changed while replaying; leaving it", name)
+            log.warning("result blob %s changed while replaying; leaving it", entry.blob)
         return
 
 

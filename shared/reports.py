@@ -12,9 +12,10 @@ from shared.errors import NotFound, ResourceMissing
 from shared.fallback import queue_depth
 from shared.fallback_state import to_view
 from shared.leases import active_drainers
+from shared.result_store import list_entries
 from shared.runtime import Services
-from shared.status import ResultEntry, batch_status
-from shared.storage import read_json, translated
+from shared.status import batch_status
+from shared.storage import read_json
 
 STARTED_AT = datetime.now(timezone.utc).isoformat()
 
@@ -29,18 +30,7 @@ async def read_batch_status(services: Services, batch_id: str) -> dict[str, Any]
     except ResourceMissing:
         raise NotFound(f"no batch {batch_id}", batch_id=batch_id) from None
     manifest = Manifest.from_json(doc)
-    entries: list[ResultEntry] = []
-    results = services.storage.container(settings.results_container)
-    try:
-        async with translated(f"list results of {batch_id}"):
-            async for blob in results.list_blobs(
-                name_starts_with=layout.results_prefix(batch_id), include=["metadata"]
-            ):
-                key = layout.parse_result_blob(blob.name)
-                if key is not None:
-                    entries.append(ResultEntry.from_metadata(key, blob.metadata or {}, blob.last_modified))
-    except ResourceMissing:
-        pass  # no result was ever written
+    entries = await list_entries(services.storage.container(settings.results_container), batch_id)
     return batch_status(manifest, entries)
 
 

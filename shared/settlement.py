@@ -15,14 +15,9 @@ class Failure:
     reason: str
 
 
-def counts_metadata(*, ok: int, failed: int, retrying: int) -> dict[str, str]:
-    """The counts a result blob carries as metadata, so batch status needs one listing, no reads."""
-    return {"ok": str(ok), "failed": str(failed), "retrying": str(retrying)}
-
-
 @dataclass(frozen=True)
 class ResultRecord:
-    """The result blob of one chunk generation; its counts also travel as blob metadata."""
+    """The outcome of one delivery of a chunk message (its lineage: chunk, gen, first), stored by `shared.results`."""
 
     batch_id: str
     chunk: int
@@ -39,9 +34,6 @@ class ResultRecord:
         positions = [p for p, _ in self.ok] + [f.position for f in self.failed] + self.retrying
         return min(positions, default=0)
 
-    def metadata(self) -> dict[str, str]:
-        return counts_metadata(ok=len(self.ok), failed=len(self.failed), retrying=len(self.retrying))
-
     def to_json(self, finished_at: str) -> dict[str, Any]:
         return {
             "batch_id": self.batch_id,
@@ -49,7 +41,8 @@ class ResultRecord:
             "gen": self.gen,
             "attempt": self.attempt,
             "finished_at": finished_at,
-            "ok": [{"i": p, "value": v} for p, v in self.ok],
+            "ok": [p for p, _ in self.ok],
+            **({"values": [v for _, v in self.ok]} if any(v is not None for _, v in self.ok) else {}),
             "failed": [{"i": f.position, "reason": f.reason} for f in self.failed],
             "retrying": self.retrying,
             "summary": dict(self.summary),

@@ -1,42 +1,22 @@
 """Batch status, aggregated from the manifest and the listing of its result blobs (pure).
 
+A lineage recorded twice (a redelivered chunk) counts once, by its newest record (`shared.results`).
+
 Each item is recorded exactly once: as ok or failed in the generation that settled it, or as
 `retrying` in a generation whose successor carries it. No shared counter is ever written.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Iterable
 from typing import Any
 
 from shared.batches import Manifest, State
-
-
-@dataclass(frozen=True)
-class ResultEntry:
-    chunk: int
-    gen: int
-    first: int
-    ok: int
-    failed: int
-    retrying: int
-    written_at: datetime
-
-    @classmethod
-    def from_metadata(cls, key: tuple[int, int, int], metadata: Mapping[str, str], written_at: datetime) -> ResultEntry:
-        return cls(
-            *key,
-            int(metadata.get("ok", 0)),
-            int(metadata.get("failed", 0)),
-            int(metadata.get("retrying", 0)),
-            written_at,
-        )
+from shared.results import ResultEntry, newest
 
 
 def batch_status(manifest: Manifest, entries: Iterable[ResultEntry]) -> dict[str, Any]:
-    entries = [e for e in entries if 0 <= e.chunk < manifest.chunks]
+    entries = [e for e in newest(entries) if 0 <= e.chunk < manifest.chunks]
     succeeded = sum(e.ok for e in entries)
     failed = sum(e.failed for e in entries)
     settled: dict[int, int] = {}

@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from shared import envelope, layout, poison
+from shared import envelope, layout, poison, results
 from shared.drain import Drainer
 from shared.events import Reason
 from shared.reports import read_batch_status
+from shared.result_store import read_records
 from shared.runtime import Services
 from shared.submit import claim, prepare, store, submit
 from tests.app import handlers
@@ -42,14 +43,12 @@ async def submit_ids(services: Services, ids: list[str], key: str | None = None,
 
 
 async def result_positions(services: Services, batch_id: str) -> Counter[tuple[int, int]]:
-    """(chunk, position) -> how many result records hold it as settled (ok or failed)."""
+    """(chunk, position) -> how many result records hold it as settled (ok or failed), as status reads them."""
     container = services.storage.container(services.settings.results_container)
     seen: Counter[tuple[int, int]] = Counter()
-    async for blob in container.list_blobs(name_starts_with=layout.results_prefix(batch_id)):
-        data = await (await container.download_blob(blob.name)).readall()
-        record = json.loads(data)
-        for entry in record["ok"] + record["failed"]:
-            seen[(record["chunk"], entry["i"])] += 1
+    for record in await read_records(container, batch_id):
+        for position in [p for p, _ in results.successes(record)] + [f["i"] for f in record["failed"]]:
+            seen[(record["chunk"], position)] += 1
     return seen
 
 

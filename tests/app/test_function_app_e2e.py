@@ -17,10 +17,11 @@ import pytest
 from azure.functions.servicebus import ServiceBusMessage as FunctionsMessage
 from azure.servicebus.aio import ServiceBusClient
 
-from shared import layout
+from shared import results
 from shared.errors import MalformedEvent
 from shared.events import Reason, TriggerEvent
 from shared.publisher import ServiceBusPublisher
+from shared.result_store import read_records
 from tests.app.conftest import http_request
 
 
@@ -60,11 +61,7 @@ async def call(app_functions: Any, name: str, request: Any) -> tuple[int, Any]:
 
 
 async def result_records(services: Any, batch_id: str) -> list[dict[str, Any]]:
-    container = services.storage.container(services.settings.results_container)
-    records = []
-    async for blob in container.list_blobs(name_starts_with=layout.results_prefix(batch_id)):
-        records.append(json.loads(await (await container.download_blob(blob.name)).readall()))
-    return records
+    return await read_records(services.storage.container(services.settings.results_container), batch_id)
 
 
 @pytest.mark.timeout(240)
@@ -110,9 +107,9 @@ async def test_ten_thousand_items_flow_from_http_through_service_bus_and_each_re
     starts = [0]
     for size in [len(r["ok"]) for r in sorted(records, key=lambda r: r["chunk"])]:
         starts.append(starts[-1] + size)
-    seen_ids = [sales[starts[r["chunk"]] + e["i"]]["id"] for r in records for e in r["ok"]]
+    seen_ids = [sales[starts[r["chunk"]] + p]["id"] for r in records for p, _ in results.successes(r)]
     assert sorted(seen_ids) == sorted(s["id"] for s in sales), "every item's result, exactly once"
-    by_id = {sales[starts[r["chunk"]] + e["i"]]["id"]: e["value"] for r in records for e in r["ok"]}
+    by_id = {sales[starts[r["chunk"]] + p]["id"]: v for r in records for p, v in results.successes(r)}
     assert by_id["e2e-1"]["currency"] == "USD"
     assert by_id["e2e-1"]["id"] == "e2e-1"
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared import envelope, layout
+from shared import envelope, layout, results
 from shared.backoff import (
     PollPolicy,
     capped_exponential_ms,
@@ -27,10 +27,11 @@ from shared.events import Reason, TriggerEvent
 from shared.handlers import ItemOutcome
 from shared.handlers.billing import split
 from shared.metering import classify
+from shared.results import ResultEntry
 from shared.scaling import coalesce_due, drainers_for_depth
 from shared.settings import INLINE_MAX_BYTES, Decrease
 from shared.settlement import settle
-from shared.status import ResultEntry, batch_status
+from shared.status import batch_status
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=20),
@@ -259,6 +260,69 @@ def test_result_blob_names_parse_back(chunk, gen, first):
     name = layout.result_blob("f" * 32, chunk, gen, first)
     assert name.startswith(layout.results_prefix("f" * 32))
     assert layout.parse_result_blob(name) == (chunk, gen, first)
+
+
+def test_a_lineage_recorded_twice_counts_once_by_its_newest_attempt():
+    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    m = manifest((10,))
+    first = ResultEntry(0, 0, 0, ok=10, failed=0, retrying=0, written_at=at, attempt=1, blob="0/r1-a.json")
+    again = ResultEntry(0, 0, 0, ok=8, failed=0, retrying=2, written_at=at, attempt=2, blob="0/r0-b.json")
+    status = batch_status(m, [again, first])
+    assert status["items"] == {"total": 10, "succeeded": 8, "failed": 0, "pending": 2}, "attempt 2 wins"
+    tie = ResultEntry(0, 0, 0, ok=10, failed=0, retrying=0, written_at=at, attempt=2, blob="0/r2-c.json")
+    assert results.newest([again, tie, first]) == [tie], "same attempt: the later blob wins"
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 999_999), st.integers(0, 999), st.integers(1, 99), st.integers(1, 40)),
+        min_size=1,
+        max_size=results.MAX_RECORDS_PER_BLOB,
+        unique_by=lambda spec: spec[:3],  # one group never holds the same delivery of a lineage twice
+    )
+)
+def test_a_group_blob_lists_every_record_in_its_metadata_within_the_limit(specs):
+    records = []
+    for chunk, gen, attempt, n in specs:
+        outcomes = [
+            ItemOutcome.success(p) if p % 3 else ItemOutcome.failure("no", retryable=p % 2 == 0) for p in range(n)
+        ]
+        s = settle(batch_id="f" * 32, chunk=chunk, gen=gen, positions=list(range(n)), outcomes=outcomes,
+                   attempt=attempt, max_attempts=3)  # fmt: skip
+        records.append(s.record)
+    doc = results.group_document("f" * 32, records, "2026-01-01T00:00:00+00:00")
+    meta = results.blob_metadata(json.loads(json.dumps(doc)))
+    name = layout.result_group_blob("f" * 32, 1_700_000_000_000, "0a1b2c3d")
+    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    listed = results.entries(name, meta, at)
+    assert [(e.key, e.attempt, e.ok, e.failed, e.retrying) for e in listed] == [
+        ((r.chunk, r.gen, r.first), r.attempt, len(r.ok), len(r.failed), len(r.retrying)) for r in records
+    ]
+    for entry, record in zip(listed, records, strict=True):
+        stored = results.select(json.loads(json.dumps(doc)), entry)
+        assert stored is not None
+        assert results.successes(stored) == record.ok
+
+
+def test_a_full_group_of_the_largest_records_fits_azures_metadata_limit():
+    big = {"chunk": 999_999, "gen": 999, "attempt": 999, "failed": [], "retrying": range(800_000, 900_000)}
+    doc = {"records": [big | {"ok": range(900_000, 1_000_000)}] * results.MAX_RECORDS_PER_BLOB}
+    meta = results.blob_metadata(doc)
+    assert meta["records"].count(";") == results.MAX_RECORDS_PER_BLOB - 1
+    assert sum(len(k) + len(v) for k, v in meta.items()) <= 8 * 1024, "Azure's limit for all metadata of a blob"
+
+
+def test_listing_reads_the_layout_before_grouping_and_ignores_foreign_blobs():
+    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    legacy = layout.result_blob("f" * 32, 3, 1, 7)
+    [entry] = results.entries(legacy, {"ok": "4", "failed": "1", "retrying": "0"}, at)
+    assert (entry.key, entry.ok, entry.failed, entry.retrying) == ((3, 1, 7), 4, 1, 0)
+    old_doc = {"chunk": 3, "gen": 1, "attempt": 2, "ok": [{"i": 7, "value": {"x": 1}}], "failed": [], "retrying": []}
+    assert results.successes(results.select(old_doc, entry) or {}) == [(7, {"x": 1})]
+    for foreign in ("f" * 32 + "/notes.txt", "f" * 32 + "/rabc-1.json", "f" * 32 + "/r1-x/y.json"):
+        assert results.entries(foreign, {results.RECORDS: "1.0.0:1.1.0.0"}, at) == []
+    name = layout.result_group_blob("f" * 32, 1, "ab")
+    assert [e.key for e in results.entries(name, {results.RECORDS: "1.0.0:1.1.0.0;junk;2.x.0:1"}, at)] == [(1, 0, 0)]
 
 
 def test_admission_follows_the_committed_attempt_and_the_staging_ttl():

@@ -28,6 +28,7 @@ from devstack import azurite as azurite_launcher
 from devstack import broker as broker_launcher
 from devstack.host import ROOT, host
 from devstack.procs import ManagedProcess, free_port
+from shared import results
 from shared.events import Reason, TriggerEvent
 
 HANDLER = "tests.faults.handlers:record"
@@ -237,10 +238,17 @@ class Stack:
         return QueueClient.from_connection_string(self.storage_connection_string, name)
 
     def result_records(self, batch_id: str) -> list[dict[str, Any]]:
+        """The newest record of each lineage, as batch status counts them (`shared.results`)."""
         with self.blobs() as service:
             container = service.get_container_client(self.results_container)
-            names = [b.name for b in container.list_blobs(name_starts_with=f"{batch_id}/")]
-            return [json.loads(container.download_blob(name).readall()) for name in names]
+            listed = container.list_blobs(name_starts_with=f"{batch_id}/", include=["metadata"])
+            found = [e for b in listed for e in results.entries(b.name, b.metadata or {}, b.last_modified)]
+            records = []
+            for entry in results.newest(found):
+                record = results.select(json.loads(container.download_blob(entry.blob).readall()), entry)
+                assert record is not None, f"{entry.blob} holds the record its metadata lists"
+                records.append(record)
+            return records
 
     def leased_slots(self) -> int:
         with self.blobs() as service:
@@ -364,9 +372,9 @@ def audit(stack: Stack, batch_id: str, items: Sequence[Mapping[str, Any]], chunk
     succeeded = failed = 0
     for record in stack.result_records(batch_id):
         base = record["chunk"] * chunk_items
-        for entry in record["ok"]:
-            seen[ids[base + entry["i"]]] += 1
-            assert entry["value"]["id"] == ids[base + entry["i"]], "a result belongs to the item at its position"
+        for position, value in results.successes(record):
+            seen[ids[base + position]] += 1
+            assert value["id"] == ids[base + position], "a result belongs to the item at its position"
             succeeded += 1
         for entry in record["failed"]:
             seen[ids[base + entry["i"]]] += 1
