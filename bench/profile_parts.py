@@ -9,9 +9,8 @@ from typing import Any, Protocol
 PARTS: dict[str, str] = {
     "decode": "decode the chunk message (base64, gunzip, JSON of its items)",
     "_read_manifest": "read the batch manifest (once per batch)",
-    "settle": "settle the outcomes and build the result document",
-    "to_json": "settle the outcomes and build the result document",
-    "write_json": "write the result blob (JSON encode, PutBlob through the SDK)",
+    "settle": "settle the outcomes",
+    "_put": "write the result blobs (group commit: JSON encode, one PutBlob for many chunks)",
     "_delete": "delete the message (DeleteMessage through the SDK)",
     "_receive": "receive (GetMessages of 32 through the SDK)",
     "_run_handler": "the handler (no-op)",

@@ -4,27 +4,23 @@ The queue is filled with messages of the app's own backlog shape (same count, sa
 Azurite's GetMessages slows with depth and message size; then `c` concurrent clients receive 32 at a time
 and delete each message (concurrently), until the queue is empty. Filling is not timed.
 
-A second limit adds what the app must store per message by design, one result blob (PutBlob of the app's own
-result document for a chunk of 500 successes) before the delete: the ceiling for the app's storage pattern.
+A second limit adds the one piece of work no consumer of these messages can skip: decoding each message's 500
+items (the app's own `envelope.decode`: JSON, base64, gunzip, JSON) before the delete.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import statistics
 import time
 from typing import Any
 
-from azure.storage.blob.aio import ContainerClient
 from azure.storage.queue.aio import QueueClient
 
 from bench import enqueue
 from bench.items import items
 from shared import envelope
-from shared.handlers import ItemOutcome
-from shared.settlement import settle
 
 log = logging.getLogger(__name__)
 
@@ -44,22 +40,10 @@ def chunk_texts(count: int) -> list[str]:
     return texts
 
 
-def result_document() -> bytes:
-    """The app's result blob for a chunk of 500 items that all succeeded (no-op handler)."""
-    outcomes = [ItemOutcome.success()] * CHUNK_ITEMS
-    s = settle(
-        batch_id="0" * 32, chunk=0, gen=0, positions=list(range(CHUNK_ITEMS)), outcomes=outcomes,
-        attempt=1, max_attempts=5, summary={},
-    )  # fmt: skip
-    return json.dumps(s.record.to_json("2024-01-01T00:00:00+00:00"), separators=(",", ":")).encode()
-
-
-async def drain_raw(connection: str, queue: str, clients: int, results: ContainerClient | None = None) -> None:
-    body = result_document() if results is not None else b""
-
+async def drain_raw(connection: str, queue: str, clients: int, decode: bool = False) -> None:
     async def settle_one(client: QueueClient, message: Any) -> None:
-        if results is not None:
-            await results.upload_blob(f"r/{message.id}.json", body, overwrite=True)
+        if decode:
+            envelope.decode(str(message.content))
         await client.delete_message(message)
 
     async def worker(client: QueueClient) -> None:
@@ -82,7 +66,7 @@ async def drain_raw(connection: str, queue: str, clients: int, results: Containe
 
 
 async def levels(
-    connection: str, name: str, texts: list[str], concurrency: tuple[int, ...], rounds: int, results: Any
+    connection: str, name: str, texts: list[str], concurrency: tuple[int, ...], rounds: int, decode: bool
 ) -> list[dict[str, Any]]:
     filler = enqueue.client(connection, name)
     await enqueue.create(filler)
@@ -93,12 +77,12 @@ async def levels(
             for _ in range(rounds):
                 await enqueue.put_all(filler, texts)
                 started = time.monotonic()
-                await drain_raw(connection, name, clients, results)
+                await drain_raw(connection, name, clients, decode)
                 rates.append(len(texts) / (time.monotonic() - started))
             out.append({"clients": clients, "rates": rates, "median": statistics.median(rates)})
             log.info(
                 "raw%s with %d client(s): %.0f messages/s (median of %d)",
-                " + result blob" if results is not None else "", clients, out[-1]["median"], rounds,
+                " + decode" if decode else "", clients, out[-1]["median"], rounds,
             )  # fmt: skip
     finally:
         await filler.close()
@@ -109,22 +93,19 @@ async def measure(
     connection: str, token: str, messages: int, concurrency: tuple[int, ...], rounds: int
 ) -> dict[str, Any]:
     texts = chunk_texts(messages)
-    plain = await levels(connection, f"raw-{token}", texts, concurrency, rounds, None)
-    async with ContainerClient.from_connection_string(connection, f"raw-results-{token}") as results:
-        await results.create_container()
-        with_blob = await levels(connection, f"rawblob-{token}", texts, concurrency, rounds, results)
+    plain = await levels(connection, f"raw-{token}", texts, concurrency, rounds, False)
+    decoded = await levels(connection, f"rawdecode-{token}", texts, concurrency, rounds, True)
     best = max(plain, key=lambda level: level["median"])
-    best_blob = max(with_blob, key=lambda level: level["median"])
+    best_decoded = max(decoded, key=lambda level: level["median"])
     return {
         "messages_per_round": messages,
         "message_bytes": len(texts[0]),
-        "result_blob_bytes": len(result_document()),
         "levels": plain,
         "limit_messages_per_s": best["median"],
         "best_clients": best["clients"],
-        "with_result_blob": {
-            "levels": with_blob,
-            "limit_messages_per_s": best_blob["median"],
-            "best_clients": best_blob["clients"],
+        "with_decode": {
+            "levels": decoded,
+            "limit_messages_per_s": best_decoded["median"],
+            "best_clients": best_decoded["clients"],
         },
     }

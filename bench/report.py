@@ -29,10 +29,11 @@ def summarize(doc: dict[str, Any]) -> dict[str, Any]:
         "app_fraction_of_raw": ratio(app["messages_per_s_steady"], raw),
         "app_messages_per_s_wall": app["messages_per_s"],
         "app_fraction_of_raw_wall": ratio(app["messages_per_s"], raw),
-        "raw_with_result_blob_messages_per_s": doc["raw_limit"]["with_result_blob"]["limit_messages_per_s"],
-        "app_fraction_of_raw_with_result_blob": ratio(
-            app["messages_per_s_steady"], doc["raw_limit"]["with_result_blob"]["limit_messages_per_s"]
+        "raw_with_decode_messages_per_s": doc["raw_limit"]["with_decode"]["limit_messages_per_s"],
+        "app_fraction_of_raw_with_decode": ratio(
+            app["messages_per_s_steady"], doc["raw_limit"]["with_decode"]["limit_messages_per_s"]
         ),
+        "app_result_blobs": app["drain_transactions"].get("blob.PutBlob", 0),
         "app_drain_cpu_share": ratio(app["drain_cpu_seconds"], app["drain_seconds"]),
         "app_peak_rss_mb": app["peak_rss_mb"],
     }
