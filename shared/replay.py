@@ -3,7 +3,7 @@
 Replay puts a parked chunk back on its work queue (its envelope already names the next generation),
 marks its items as retrying again in the result record that reported them failed, rings the doorbell,
 and only then deletes the poison message. Replaying twice is harmless: the second call finds nothing,
-and a replay interrupted midway re-enqueues a chunk whose result blob is simply overwritten.
+and a replay interrupted midway re-enqueues a chunk whose second result has the same lineage and counts once.
 """
 
 from __future__ import annotations
