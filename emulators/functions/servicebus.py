@@ -2,7 +2,7 @@
 
 Success completes the message and an exception (or a timeout) abandons it, when autoCompleteMessages is
 on; the broker then redelivers it with DeliveryCount + 1 and dead-letters it after MaxDeliveryCount.
-Locks are renewed by the SDK's AutoLockRenewer up to maxAutoLockRenewalDuration.
+Locks are renewed (one request at a time, `LockKeeper`) up to maxAutoLockRenewalDuration.
 """
 
 from __future__ import annotations
@@ -10,13 +10,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from azure.functions.servicebus import ServiceBusMessage
 from azure.servicebus import ServiceBusReceivedMessage, ServiceBusReceiveMode
-from azure.servicebus.aio import AutoLockRenewer, ServiceBusClient, ServiceBusReceiver
+from azure.servicebus.aio import ServiceBusClient, ServiceBusReceiver
 from azure.servicebus.amqp import AmqpMessageBodyType
 from azure.servicebus.exceptions import ServiceBusError
 
@@ -176,23 +178,19 @@ class ServiceBusListener:
                 await _wait(stopping, RECONNECT_DELAY_S)
 
     async def _run_client(self, stopping: asyncio.Event) -> None:
-        renewer = AutoLockRenewer(
-            max_lock_renewal_duration=self.options.max_auto_lock_renewal_duration_s,
-            on_lock_renew_failure=self._on_renew_failure,
-        )
         client = service_bus_client(self.trigger.connection, self.settings)
-        async with client, renewer, self._receiver(client, renewer) as receiver:
+        async with client, self._receiver(client) as receiver:
+            self._locks = LockKeeper(receiver, self.options.max_auto_lock_renewal_duration_s, self._on_renew_failure)
             log.info("'%s': receiving from '%s' (peek-lock)", self.name, self.trigger.entity)
             try:
                 await self._receive_loop(receiver, stopping)
             finally:
                 await self._drain()
 
-    def _receiver(self, client: ServiceBusClient, renewer: AutoLockRenewer) -> ServiceBusReceiver:
+    def _receiver(self, client: ServiceBusClient) -> ServiceBusReceiver:
         common: dict[str, Any] = {
             "receive_mode": ServiceBusReceiveMode.PEEK_LOCK,
             "prefetch_count": self.options.prefetch_count,
-            "auto_lock_renewer": renewer,
         }
         if self.trigger.queue_name:
             return client.get_queue_receiver(self.trigger.queue_name, **common)
@@ -233,7 +231,11 @@ class ServiceBusListener:
             message.locked_until_utc,
         )
         reason = f"New ServiceBus message detected on '{self.trigger.entity}'."
-        outcome = await self.invoker.invoke(self.trigger.spec, to_function_message(message), reason)
+        renewing = self._locks.keep(message)
+        try:
+            outcome = await self.invoker.invoke(self.trigger.spec, to_function_message(message), reason)
+        finally:
+            await self._locks.release(renewing)
         if self.trigger.auto_complete:
             await self._settle(receiver, message, complete=outcome.succeeded)
 
@@ -245,12 +247,54 @@ class ServiceBusListener:
                 await receiver.complete_message(message)
             else:
                 await receiver.abandon_message(message)
-        except ServiceBusError as e:
+        except (ServiceBusError, ValueError) as e:  # ValueError: the receiver was shut down meanwhile
             action = "completing" if complete else "abandoning"
             log.warning("'%s': %s message %s failed: %s", self.name, action, message.message_id, e)
 
-    async def _on_renew_failure(self, renewable: Any, error: Exception | None) -> None:
+    async def _on_renew_failure(self, renewable: ServiceBusReceivedMessage, error: Exception | None) -> None:
         log.warning("'%s': lock renewal stopped for message %s: %s", self.name, renewable.message_id, error)
+
+
+class LockKeeper:
+    """Renews the lock of each message in flight until it is settled or `max_duration_s` has passed, as the
+    extension's auto lock renewal does; a failed renewal is reported once and renewal of that message stops.
+
+    Renewals go one at a time. The SDK's AutoLockRenewer renews concurrently, and two management requests
+    sent at once can reach the session out of order (delivery-id 2 before 1), which a conforming broker
+    rejects by closing the connection (amqp:session:invalid-field); every receive then fails with it."""
+
+    def __init__(
+        self,
+        receiver: ServiceBusReceiver,
+        max_duration_s: float,
+        on_failure: Callable[[ServiceBusReceivedMessage, Exception], Awaitable[None]],
+    ) -> None:
+        self._receiver = receiver
+        self._max_duration_s = max_duration_s
+        self._on_failure = on_failure
+        self._one_at_a_time = asyncio.Lock()
+
+    def keep(self, message: ServiceBusReceivedMessage) -> asyncio.Task[None]:
+        return asyncio.create_task(self._renew(message, time.monotonic() + self._max_duration_s))
+
+    async def release(self, task: asyncio.Task[None]) -> None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    async def _renew(self, message: ServiceBusReceivedMessage, until: float) -> None:
+        while message.locked_until_utc is not None:
+            left = (message.locked_until_utc - datetime.now(timezone.utc)).total_seconds()
+            # Renew with a quarter of the lock left (at least a second), never past the renewal duration.
+            wait = max(0.0, left - max(1.0, left / 4))
+            if time.monotonic() + wait >= until:
+                return
+            await asyncio.sleep(wait)
+            try:
+                async with self._one_at_a_time:
+                    await self._receiver.renew_message_lock(message)
+            except (ServiceBusError, ValueError) as e:
+                await self._on_failure(message, e)
+                return
 
 
 async def _wait(stopping: asyncio.Event, seconds: float) -> None:

@@ -20,8 +20,8 @@ from tests.fixtures_servicebus import ServiceBus
 from tests.host.conftest import RunningHost, StartHost, wait_until
 
 DEFAULT_MAX_DELIVERY_COUNT = 10
-# The SDK's AutoLockRenewer checks once a second and renews at 3/4 of the lock left, so locks under
-# about 4 s cannot be renewed by it at all; 5 s is the shortest that tests renewal honestly.
+# The host renews a lock with a quarter of it left (at least 1 s: LockKeeper), so 5 s locks are renewed
+# about every 3.75 s: short enough to test renewal, long enough not to race the clock.
 SHORT_LOCK_QUEUE = "short-lock"
 
 
@@ -149,6 +149,29 @@ def test_locks_are_renewed_while_the_function_runs(start_host: StartHost, short_
     time.sleep(1.0)
     assert len(calls(host, "start", "long")) == 1
     assert "failed" not in host.log().split("Executed 'Functions.handle' (Succeeded")[1]
+    assert active_messages(short_lock_broker, SHORT_LOCK_QUEUE) == 0
+
+
+def test_many_locks_renewed_at_once_keep_the_connection_alive(start_host: StartHost, short_lock_broker: str) -> None:
+    """Sixteen invocations whose locks all come due together. The SDK's AutoLockRenewer renewed them
+    concurrently, and concurrent management requests reach the session out of order: the broker closes the
+    connection (amqp:session:invalid-field) and every lock and completion is lost. Fails with it."""
+    env = sb_env(
+        short_lock_broker,
+        SHORT_LOCK_QUEUE,
+        AzureFunctionsJobHost__functionTimeout="00:00:20",
+        AzureFunctionsJobHost__extensions__serviceBus__maxConcurrentCalls="16",
+    )
+    host = start_host("servicebus_app", env=env)
+    ids = [f"many-{i}" for i in range(16)]
+    send(short_lock_broker, SHORT_LOCK_QUEUE, *({"id": i, "action": "sleep", "seconds": 7} for i in ids))
+    wait_until(lambda: len(calls(host, "end")) >= len(ids), 30, "every invocation to end")
+    wait_until(lambda: host.log().count("Executed 'Functions.handle' (Succeeded") >= len(ids), 10, "the executions")
+    time.sleep(1.0)
+    log = host.log()
+    assert sorted(c["id"] for c in calls(host, "start")) == sorted(ids), "each message delivered once"
+    assert "failed" not in log, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
     assert active_messages(short_lock_broker, SHORT_LOCK_QUEUE) == 0
 
 
