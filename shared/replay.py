@@ -210,7 +210,7 @@ async def _mark_retrying(services: Services, header: envelope.ChunkHeader) -> No
     container = services.storage.container(services.settings.results_container)
     parents = [
         e
-        for e in await list_entries(container, header.batch_id)
+        for e in results.newest(await list_entries(container, header.batch_id))
         if (e.chunk, e.gen) == (header.chunk, header.gen - 1) and e.failed
     ]
     for entry in parents:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import secrets
 import time
-from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -17,8 +15,6 @@ from shared.errors import ResourceMissing
 from shared.results import ResultEntry
 from shared.settlement import ResultRecord
 from shared.storage import read_json, translated, write_json
-
-log = logging.getLogger(__name__)
 
 
 class ResultWriter:
@@ -32,11 +28,9 @@ class ResultWriter:
         container: ContainerClient,
         *,
         max_records: int = results.MAX_RECORDS_PER_BLOB,
-        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self._container = container
         self._max = max_records
-        self._clock_ms = clock_ms
         self._waiting: dict[str, list[tuple[ResultRecord, asyncio.Future[None]]]] = {}
         self._flushing: dict[str, asyncio.Task[None]] = {}
         self.blobs_written = 0
@@ -73,7 +67,7 @@ class ResultWriter:
                 done.cancel()
 
     async def _put(self, batch_id: str, records: list[ResultRecord]) -> None:
-        name = layout.result_group_blob(batch_id, self._clock_ms(), secrets.token_hex(4))
+        name = layout.result_group_blob(batch_id, int(time.time() * 1000), secrets.token_hex(4))
         doc = results.group_document(batch_id, records, datetime.now(timezone.utc).isoformat())
         await write_json(self._container, name, doc, metadata=results.blob_metadata(doc))
         self.blobs_written += 1
@@ -93,7 +87,8 @@ class ResultWriter:
 
 
 async def list_entries(container: ContainerClient, batch_id: str) -> list[ResultEntry]:
-    """The newest entry of each lineage of a batch, from one listing (metadata included), no reads."""
+    """Every record of a batch, a lineage recorded twice included (`results.newest` picks), from one listing
+    with metadata, no reads."""
     found: list[ResultEntry] = []
     prefix = layout.results_prefix(batch_id)
     try:
@@ -102,12 +97,12 @@ async def list_entries(container: ContainerClient, batch_id: str) -> list[Result
                 found.extend(results.entries(blob.name, blob.metadata or {}, blob.last_modified))
     except ResourceMissing:
         pass  # no result was ever written
-    return results.newest(found)
+    return found
 
 
 async def read_records(container: ContainerClient, batch_id: str) -> list[dict[str, Any]]:
     """The newest record document of each lineage of a batch (one listing, one read per blob holding one)."""
-    chosen = await list_entries(container, batch_id)
+    chosen = results.newest(await list_entries(container, batch_id))
     by_blob: dict[str, list[ResultEntry]] = {}
     for entry in chosen:
         by_blob.setdefault(entry.blob, []).append(entry)

@@ -55,14 +55,9 @@ def blob_metadata(doc: Mapping[str, Any]) -> dict[str, str]:
 
 def _entry_text(doc: Mapping[str, Any]) -> str:
     return (
-        f"{doc['chunk']}.{doc['gen']}.{_first(doc)}:{doc['attempt']}."
+        f"{doc['chunk']}.{doc['gen']}.{doc['first']}:{doc['attempt']}."
         f"{len(doc['ok'])}.{len(doc['failed'])}.{len(doc['retrying'])}"
     )
-
-
-def _first(doc: Mapping[str, Any]) -> int:
-    positions = list(doc["ok"]) + [f["i"] for f in doc["failed"]] + list(doc["retrying"])
-    return min(positions, default=0)
 
 
 def entries(name: str, meta: Mapping[str, str], written_at: datetime) -> list[ResultEntry]:
@@ -100,13 +95,6 @@ def group_document(batch_id: str, records: Sequence[ResultRecord], finished_at: 
     return {"batch_id": batch_id, RECORDS: [r.to_json(finished_at) for r in records]}
 
 
-def documents(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The record documents a result blob holds (a legacy blob is one record)."""
-    if RECORDS in doc:
-        return list(doc[RECORDS])
-    return [dict(doc)]
-
-
 def successes(record: Mapping[str, Any]) -> list[tuple[int, Any]]:
     """(position, value) of each item a record holds as ok; a record stores `values` only if one is not null."""
     ok = list(record["ok"])
@@ -115,11 +103,13 @@ def successes(record: Mapping[str, Any]) -> list[tuple[int, Any]]:
     return list(zip(ok, record.get("values") or [None] * len(ok), strict=True))
 
 
-def select(doc: Mapping[str, Any], entry: ResultEntry) -> dict[str, Any] | None:
-    """The record document in a blob that `entry` describes."""
+def select(doc: dict[str, Any], entry: ResultEntry) -> dict[str, Any] | None:
+    """The record document in a blob that `entry` describes, itself (not a copy: a replay changes it in place);
+    a blob of the layout before grouping is one record."""
     if RECORDS not in doc:
-        return dict(doc)
-    for record in documents(doc):
-        if (record["chunk"], record["gen"], _first(record), record["attempt"]) == (*entry.key, entry.attempt):
+        return doc
+    stored: list[dict[str, Any]] = doc[RECORDS]
+    for record in stored:
+        if (record["chunk"], record["gen"], record["first"], record["attempt"]) == (*entry.key, entry.attempt):
             return record
     return None

@@ -39,6 +39,7 @@ class ResultRecord:
             "batch_id": self.batch_id,
             "chunk": self.chunk,
             "gen": self.gen,
+            "first": self.first,
             "attempt": self.attempt,
             "finished_at": finished_at,
             "ok": [p for p, _ in self.ok],

@@ -305,7 +305,8 @@ def test_a_group_blob_lists_every_record_in_its_metadata_within_the_limit(specs)
 
 
 def test_a_full_group_of_the_largest_records_fits_azures_metadata_limit():
-    big = {"chunk": 999_999, "gen": 999, "attempt": 999, "failed": [], "retrying": range(800_000, 900_000)}
+    big = {"chunk": 999_999, "gen": 999, "first": 800_000, "attempt": 999, "failed": []}
+    big |= {"retrying": range(800_000, 900_000)}
     doc = {"records": [big | {"ok": range(900_000, 1_000_000)}] * results.MAX_RECORDS_PER_BLOB}
     meta = results.blob_metadata(doc)
     assert meta["records"].count(";") == results.MAX_RECORDS_PER_BLOB - 1
@@ -319,6 +320,7 @@ def test_listing_reads_the_layout_before_grouping_and_ignores_foreign_blobs():
     assert (entry.key, entry.ok, entry.failed, entry.retrying) == ((3, 1, 7), 4, 1, 0)
     old_doc = {"chunk": 3, "gen": 1, "attempt": 2, "ok": [{"i": 7, "value": {"x": 1}}], "failed": [], "retrying": []}
     assert results.successes(results.select(old_doc, entry) or {}) == [(7, {"x": 1})]
+    assert results.select(old_doc, entry) is old_doc, "the stored document itself: a replay edits it in place"
     for foreign in ("f" * 32 + "/notes.txt", "f" * 32 + "/rabc-1.json", "f" * 32 + "/r1-x/y.json"):
         assert results.entries(foreign, {results.RECORDS: "1.0.0:1.1.0.0"}, at) == []
     name = layout.result_group_blob("f" * 32, 1, "ab")
