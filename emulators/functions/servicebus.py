@@ -180,10 +180,10 @@ class ServiceBusListener:
     async def _run_client(self, stopping: asyncio.Event) -> None:
         client = service_bus_client(self.trigger.connection, self.settings)
         async with client, self._receiver(client) as receiver:
-            self._locks = LockKeeper(receiver, self.options.max_auto_lock_renewal_duration_s, self._on_renew_failure)
+            locks = LockKeeper(receiver, self.options.max_auto_lock_renewal_duration_s, self._on_renew_failure)
             log.info("'%s': receiving from '%s' (peek-lock)", self.name, self.trigger.entity)
             try:
-                await self._receive_loop(receiver, stopping)
+                await self._receive_loop(receiver, locks, stopping)
             finally:
                 await self._drain()
 
@@ -198,7 +198,7 @@ class ServiceBusListener:
             str(self.trigger.topic_name), str(self.trigger.subscription_name), **common
         )
 
-    async def _receive_loop(self, receiver: ServiceBusReceiver, stopping: asyncio.Event) -> None:
+    async def _receive_loop(self, receiver: ServiceBusReceiver, locks: LockKeeper, stopping: asyncio.Event) -> None:
         limit = max(1, self.options.max_concurrent_calls)
         while not stopping.is_set():
             free = limit - len(self._tasks)
@@ -210,7 +210,7 @@ class ServiceBusListener:
             # messages still come straight from the local buffer).
             messages = await receiver.receive_messages(max_message_count=1, max_wait_time=RECEIVE_WAIT_S)
             for message in messages:
-                task = asyncio.create_task(self._handle(receiver, message))
+                task = asyncio.create_task(self._handle(receiver, locks, message))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
 
@@ -220,7 +220,9 @@ class ServiceBusListener:
             log.info("'%s': waiting for %d in-flight message(s)", self.name, len(self._tasks))
             await asyncio.wait(set(self._tasks))
 
-    async def _handle(self, receiver: ServiceBusReceiver, message: ServiceBusReceivedMessage) -> None:
+    async def _handle(
+        self, receiver: ServiceBusReceiver, locks: LockKeeper, message: ServiceBusReceivedMessage
+    ) -> None:
         log.info(
             "Trigger Details: MessageId: %s, SequenceNumber: %s, DeliveryCount: %s, EnqueuedTimeUtc: %s, "
             "LockedUntilUtc: %s",
@@ -231,11 +233,11 @@ class ServiceBusListener:
             message.locked_until_utc,
         )
         reason = f"New ServiceBus message detected on '{self.trigger.entity}'."
-        renewing = self._locks.keep(message)
+        renewing = locks.keep(message)
         try:
             outcome = await self.invoker.invoke(self.trigger.spec, to_function_message(message), reason)
         finally:
-            await self._locks.release(renewing)
+            await locks.release(renewing)
         if self.trigger.auto_complete:
             await self._settle(receiver, message, complete=outcome.succeeded)
 
