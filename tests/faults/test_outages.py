@@ -78,6 +78,10 @@ def test_with_service_bus_down_batches_are_deferred_the_fallback_completes_them_
     first = stack.submit(before)
     assert first["trigger"] == "published", first
     batches = [(first["batch_id"], before)]
+    # The push drain keeps going while the queue holds work: it must be over, lease released, before the broker
+    # goes, or it drains the deferred batches itself and the fallback is never tested.
+    stack.wait_completed(first["batch_id"], timeout_s=60)
+    wait_until(lambda: stack.leased_slots() == 0, 60, "the push drain to end and release its lease")
     stack.stop_broker()
     down_at = time.monotonic()
     for n in range(3):
