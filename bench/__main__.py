@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bench import idle, latency, machine, plots, raw_limit, report, throughput
+from bench import idle, latency, machine, paired, plots, raw_limit, report, throughput
 from bench.config import FULL, QUICK, ROLES, BenchConfig, trigger_queue
 from bench.peers import PEERS
 from bench.stack import Stack
@@ -46,6 +46,20 @@ async def measure(cfg: BenchConfig, stack: Stack, token: str, run_dir: Path) -> 
         results["throughput"][kind] = await throughput.peer_throughput(
             stack.storage, token, kind, cfg.peer_backlog_items, run_dir
         )
+    log.info("paired rounds: the raw loop and the app's drain back to back, %d times", cfg.paired_rounds)
+    results["paired"] = await paired.measure(
+        stack.storage,
+        stack.servicebus,
+        token,
+        cfg.app_backlog_items,
+        results["raw_limit"]["best_clients"],
+        cfg.paired_rounds,
+        run_dir,
+    )
+    log.info("peers on a %d-item backlog, %.0f s each", cfg.deep_backlog_items, cfg.deep_window_s)
+    results["deep_backlog"] = await throughput.peers_deep(
+        stack.storage, token, cfg.deep_backlog_items, cfg.deep_window_s, run_dir
+    )
     log.info("wake latency and the real-time idle run (%.0f s)", cfg.idle_real_s)
     results["latency"] = await latency.run(stack, cfg, token, run_dir)
     real_idle = results["latency"].pop("idle_real")

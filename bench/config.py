@@ -9,9 +9,12 @@ from dataclasses import dataclass
 class BenchConfig:
     name: str
     app_backlog_items: int  # the app's drain backlog (the issue's 200,000)
-    peer_backlog_items: int  # the peers' backlog: one message per item is slow on Azurite at depth
+    peer_backlog_items: int  # the peers' backlog drained in full: one message per item is slow on Azurite at depth
+    deep_backlog_items: int  # the peers' rate on a backlog this deep (one shared queue, a window each)
+    deep_window_s: float  # how long each peer drains the deep backlog
     raw_rounds: int  # rounds of the raw GetMessages+Delete limit, per concurrency level
     raw_concurrency: tuple[int, ...]
+    paired_rounds: int  # raw loop and app drain back to back (`bench.paired`)
     latency_lanes: int  # independent instances of each peer, each on its own queue
     latency_per_lane: int  # submissions per lane
     latency_gap_s: tuple[float, float]  # idle gap before each submission, uniform in this range
@@ -25,8 +28,11 @@ FULL = BenchConfig(
     name="full",
     app_backlog_items=200_000,
     peer_backlog_items=3_000,
+    deep_backlog_items=200_000,
+    deep_window_s=45.0,
     raw_rounds=5,
     raw_concurrency=(1, 2, 4, 8, 16),
+    paired_rounds=3,
     latency_lanes=10,
     latency_per_lane=5,
     latency_gap_s=(20.0, 180.0),
@@ -39,8 +45,11 @@ QUICK = BenchConfig(
     name="quick",
     app_backlog_items=20_000,
     peer_backlog_items=300,
+    deep_backlog_items=5_000,
+    deep_window_s=5.0,
     raw_rounds=2,
     raw_concurrency=(1, 4, 16),
+    paired_rounds=2,
     latency_lanes=3,
     latency_per_lane=2,
     latency_gap_s=(5.0, 30.0),
@@ -70,4 +79,4 @@ def trigger_queue(role: str, token: str) -> str:
     return f"trigger-{role}-{token}"
 
 
-ROLES = ("tput", "latency", "idle", "sim", "profile")
+ROLES = ("tput", "paired", "latency", "idle", "sim", "profile")

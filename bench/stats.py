@@ -34,3 +34,12 @@ def summary(values: Sequence[float]) -> dict[str, float | int]:
 
 def ratio(numerator: float, denominator: float) -> float | None:
     return None if denominator == 0 else numerator / denominator
+
+
+def full_drain_hours(depth: int, rate_at_depth: float | None) -> list[float] | None:
+    """Hours a full drain would take from a rate measured at `depth`: depth / rate if the rate held, half that
+    if each GetMessages' cost fell in proportion to the depth left (as Azurite's roughly does)."""
+    if not rate_at_depth:
+        return None
+    hours = depth / rate_at_depth / 3600
+    return [hours / 2, hours]

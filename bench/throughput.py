@@ -4,6 +4,8 @@ The app: the backlog is submitted in this process through the app's own `submit`
 then drained by one `Drainer` in a fresh process (`bench.drain_process`) with the no-op handler.
 A peer: one message per item is enqueued here (counted at the client), then the peer drains them in a fresh
 process (`bench.peers.process drain`) with a no-op handler.
+The deep backlog: one queue of 200,000 items (one message each) that every peer in turn drains for a fixed
+window, so each peer's rate is measured at the issue's depth without the hours a full drain each would take.
 """
 
 from __future__ import annotations
@@ -18,9 +20,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from azure.storage.queue.aio import QueueClient
+
 from bench import enqueue
 from bench.config import app_env
 from bench.items import items, message_text, ndjson
+from bench.peers import PEERS
+from bench.stats import full_drain_hours
 from devstack.host import ROOT
 from shared import metering, runtime
 from shared.metering import TransactionCounter
@@ -149,10 +155,7 @@ async def peer_throughput(storage: str, token: str, kind: str, count: int, run_d
     await enqueue.put_all(producer, [message_text(i) for i in items("tput", count)])
     enqueue_s = time.monotonic() - started
     await producer.close()
-    summary = run_dir / f"drain-peer-{kind}.json"
-    args = ["drain", "--peer", kind, "--queues", name, "--items", str(count), "--summary", str(summary)]
-    run_child("bench.peers.process", args, {"BENCH_STORAGE": storage}, run_dir / f"drain-peer-{kind}.log")
-    drained = json.loads(summary.read_text())
+    drained = drain_peer(storage, kind, name, count, run_dir / f"drain-peer-{kind}")
     total = merged(counter.totals(), drained["transactions"])
     result = {
         "items": count,
@@ -170,3 +173,51 @@ async def peer_throughput(storage: str, token: str, kind: str, count: int, run_d
         kind, drained["items"], drained["seconds"], drained["items_per_s"], result["transactions_per_1000"],
     )  # fmt: skip
     return result
+
+
+def drain_peer(storage: str, kind: str, queue: str, count: int, out: Path, window_s: float | None = None) -> Any:
+    """Run the peer's drain in a fresh process; its summary (items, seconds, transactions, peak RSS)."""
+    summary = out.with_suffix(".json")
+    args = ["drain", "--peer", kind, "--queues", queue, "--items", str(count), "--summary", str(summary)]
+    if window_s is not None:
+        args += ["--window-s", str(window_s)]
+    run_child("bench.peers.process", args, {"BENCH_STORAGE": storage}, out.with_suffix(".log"))
+    return json.loads(summary.read_text())
+
+
+async def peers_deep(storage: str, token: str, count: int, window_s: float, run_dir: Path) -> dict[str, Any]:
+    """Every peer drains the same `count`-deep queue for `window_s` seconds, one after another: items/s and
+    peak RSS at that depth (each peer takes a few percent of it at most)."""
+    name = f"deep-{token}"
+    producer = enqueue.client(storage, name)
+    await enqueue.create(producer)
+    started = time.monotonic()
+    await enqueue.put_all(producer, [message_text(i) for i in items("deep", count)])
+    result: dict[str, Any] = {"items": count, "window_s": window_s, "enqueue_seconds": time.monotonic() - started}
+    try:
+        for kind in PEERS:
+            depth = await depth_of(producer)
+            drained = drain_peer(storage, kind, name, count, run_dir / f"deep-peer-{kind}", window_s)
+            result[kind] = {
+                "depth_at_start": depth,
+                "items_ok": drained["items"],
+                "seconds": drained["seconds"],
+                "items_per_s": drained["items_per_s"],
+                "peak_rss_mb": drained["peak_rss_mb"],
+                "full_drain_hours_estimate": full_drain_hours(count, drained["items_per_s"]),
+            }
+            log.info(
+                "peer %s on the %d-deep queue (%d at its start): %d items in %.1f s (%.0f items/s), RSS %.0f MB",
+                kind, count, depth, drained["items"], drained["seconds"], drained["items_per_s"] or 0,
+                drained["peak_rss_mb"],
+            )  # fmt: skip
+        result["depth_at_end"] = await depth_of(producer)
+    finally:
+        # Azurite's GetMessages slows with depth: the phases after this one must not share Azurite with it.
+        await producer.delete_queue()
+        await producer.close()
+    return result
+
+
+async def depth_of(queue: QueueClient) -> int:
+    return int((await queue.get_queue_properties()).approximate_message_count or 0)

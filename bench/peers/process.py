@@ -3,8 +3,9 @@
     python -m bench.peers.process serve --peer a --queues q1,q2 --summary out.json
         Poll every queue (one peer instance each) until SIGTERM; then write each queue's transaction
         counts by operation to the summary file. Items are observed with `bench.handlers.record_items`.
-    python -m bench.peers.process drain --peer a --queues q --items N --summary out.json
-        Drain N items with the no-op handler; write seconds, counts and peak RSS.
+    python -m bench.peers.process drain --peer a --queues q --items N [--window-s S] --summary out.json
+        Drain N items with the no-op handler, or as many as it can in S seconds (a window on a backlog too
+        deep to drain in full); write items, seconds, counts and peak RSS.
 
 The storage connection string comes from BENCH_STORAGE.
 """
@@ -92,7 +93,7 @@ async def serve(kind: str, names: Sequence[str], summary: Path) -> None:
     await close_all(queues.values())
 
 
-async def drain(kind: str, name: str, items: int, summary: Path) -> None:
+async def drain(kind: str, name: str, items: int, summary: Path, window_s: float | None = None) -> None:
     connection = os.environ[STORAGE_ENV]
     counter = TransactionCounter()
     queue = open_queue(connection, name, counter)
@@ -101,7 +102,7 @@ async def drain(kind: str, name: str, items: int, summary: Path) -> None:
     started = time.monotonic()
     task = asyncio.create_task(peer.run())
     waiter = asyncio.create_task(queue.drained.wait())
-    await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    await asyncio.wait({task, waiter}, timeout=window_s, return_when=asyncio.FIRST_COMPLETED)
     waiter.cancel()
     seconds = time.monotonic() - started
     task.cancel()
@@ -131,6 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--peer", choices=sorted(PEERS), required=True)
     parser.add_argument("--queues", required=True, help="comma-separated queue names")
     parser.add_argument("--items", type=int, default=0)
+    parser.add_argument("--window-s", type=float, help="drain mode: stop after this many seconds")
     parser.add_argument("--summary", type=Path, required=True)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -138,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.mode == "serve":
         asyncio.run(serve(args.peer, names, args.summary))
     else:
-        asyncio.run(drain(args.peer, names[0], args.items, args.summary))
+        asyncio.run(drain(args.peer, names[0], args.items, args.summary, args.window_s))
     return 0
 
 
