@@ -27,6 +27,7 @@ def summarize(doc: dict[str, Any]) -> dict[str, Any]:
         # like for like: the messages the drain got and deleted over its first GetMessages..last DeleteMessage
         "app_messages_per_s": app["messages_per_s_steady"],
         "app_fraction_of_raw": ratio(app["messages_per_s_steady"], raw),
+        "paired_median_fraction_of_raw": (doc.get("paired") or {}).get("median_ratio"),
         "app_messages_per_s_wall": app["messages_per_s"],
         "app_fraction_of_raw_wall": ratio(app["messages_per_s"], raw),
         "raw_with_decode_messages_per_s": doc["raw_limit"]["with_decode"]["limit_messages_per_s"],

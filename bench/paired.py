@@ -1,0 +1,53 @@
+"""The message-rate ratio in paired rounds: the raw loop and the app's drain back to back, several times.
+
+Section 5's headline ratio sets the raw loop's best level (the median of its rounds, measured at the start of
+the run) against one drain of the app, minutes later. On a shared machine the load moves in between; here
+each round runs the raw loop at that best level on the app's own messages and, right after, the app's drain
+of a fresh backlog of the same size (submitted through `submit`, drained by `bench.drain_process`), so both
+sides of each ratio see the same moment. The median of the rounds' ratios is reported beside the headline.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import enqueue, raw_limit
+from bench.config import app_env
+from bench.throughput import drain_app, submit_backlog
+
+log = logging.getLogger(__name__)
+
+
+async def measure(
+    storage: str, servicebus: str, token: str, items: int, clients: int, rounds: int, run_dir: Path
+) -> dict[str, Any]:
+    env = app_env(storage, servicebus, "paired", token, HANDLER="shared.handlers.noop:handle")
+    texts = raw_limit.chunk_texts(-(-items // raw_limit.CHUNK_ITEMS))
+    name = f"paired-raw-{token}"
+    filler = enqueue.client(storage, name)
+    await enqueue.create(filler)
+    pairs = []
+    try:
+        for n in range(rounds):
+            await enqueue.put_all(filler, texts)
+            started = time.monotonic()
+            await raw_limit.drain_raw(storage, name, clients)
+            raw = len(texts) / (time.monotonic() - started)
+            await submit_backlog(env, items, f"paired{n}")
+            drained = drain_app(env, run_dir, f"paired-{n}")
+            app = drained["report"]["messages"] / (drained["steady_seconds"] or drained["seconds"])
+            pairs.append({"raw_messages_per_s": raw, "app_messages_per_s": app, "ratio": app / raw})
+            log.info("paired round %d: raw %.0f, app %.0f messages/s: %.2f", n + 1, raw, app, app / raw)
+    finally:
+        await filler.delete_queue()
+        await filler.close()
+    return {
+        "clients": clients,
+        "messages_per_round": len(texts),
+        "rounds": pairs,
+        "median_ratio": statistics.median(p["ratio"] for p in pairs),
+    }
