@@ -154,7 +154,7 @@ def throughput(doc: dict[str, Any]) -> str:
         "measured twice: a full drain of a smaller backlog "
         f"({tput['a']['items']:,} items: its time, transactions and memory), and their rate on a "
         f"{deep_items(doc)} backlog (the table after this one; a full drain of that many one-message items would "
-        "take a peer hours on Azurite). The app's "
+        "take a peer hours or days on Azurite). The app's "
         f"{app['items']:,} items make a queue only "
         f"{app['messages']:,} messages deep.",
         "",
@@ -195,6 +195,13 @@ def throughput(doc: dict[str, Any]) -> str:
             "of the drain engine.",
         ]
     return "\n".join(rows) + "\n"
+
+
+def rate(items_per_s: float | None) -> str:
+    """Items/s with the digits a slow rate needs (a peer on a deep Azurite queue drains a few items a minute)."""
+    if items_per_s is None:
+        return "-"
+    return fmt(items_per_s, 0 if items_per_s >= 100 else 1 if items_per_s >= 1 else 2)
 
 
 def times(ours: float, theirs: float | None) -> str:
@@ -245,7 +252,7 @@ def deep_rows(doc: dict[str, Any]) -> list[str]:
     for k in PEERS:
         d = deep[k]
         rows.append(
-            f"| {LABELS[k]} | {d['depth_at_start']:,} | {d['items_ok']:,} | {fmt(d['items_per_s'], 0)} | "
+            f"| {LABELS[k]} | {d['depth_at_start']:,} | {d['items_ok']:,} | {rate(d['items_per_s'])} | "
             f"{times(app['items_per_s'], d['items_per_s'])} | {hours_range(d['full_drain_hours_estimate'])} | "
             f"{fmt(d['peak_rss_mb'])} |"
         )

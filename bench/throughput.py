@@ -207,7 +207,7 @@ async def peers_deep(storage: str, token: str, count: int, window_s: float, run_
                 "full_drain_hours_estimate": full_drain_hours(count, drained["items_per_s"]),
             }
             log.info(
-                "peer %s on the %d-deep queue (%d at its start): %d items in %.1f s (%.0f items/s), RSS %.0f MB",
+                "peer %s on the %d-deep queue (%d at its start): %d items in %.1f s (%.2f items/s), RSS %.0f MB",
                 kind, count, depth, drained["items"], drained["seconds"], drained["items_per_s"] or 0,
                 drained["peak_rss_mb"],
             )  # fmt: skip
