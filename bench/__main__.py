@@ -32,7 +32,7 @@ ROOT = RESULTS.parent.parent
 
 async def measure(cfg: BenchConfig, stack: Stack, token: str, run_dir: Path) -> dict[str, Any]:
     results: dict[str, Any] = {}
-    app_messages = -(-cfg.app_backlog_items // raw_limit.CHUNK_ITEMS)
+    app_messages = raw_limit.messages_for(cfg.app_backlog_items)
     log.info("raw Azurite limit: %d messages per round", app_messages)
     results["raw_limit"] = await raw_limit.measure(
         stack.storage, token, app_messages, cfg.raw_concurrency, cfg.raw_rounds

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import logging
 import statistics
-import time
 from pathlib import Path
 from typing import Any
 
-from bench import enqueue, raw_limit
+from bench import raw_limit
 from bench.config import app_env
 from bench.throughput import drain_app, submit_backlog
 
@@ -26,25 +25,16 @@ async def measure(
     storage: str, servicebus: str, token: str, items: int, clients: int, rounds: int, run_dir: Path
 ) -> dict[str, Any]:
     env = app_env(storage, servicebus, "paired", token, HANDLER="shared.handlers.noop:handle")
-    texts = raw_limit.chunk_texts(-(-items // raw_limit.CHUNK_ITEMS))
-    name = f"paired-raw-{token}"
-    filler = enqueue.client(storage, name)
-    await enqueue.create(filler)
+    texts = raw_limit.chunk_texts(raw_limit.messages_for(items))
     pairs = []
-    try:
-        for n in range(rounds):
-            await enqueue.put_all(filler, texts)
-            started = time.monotonic()
-            await raw_limit.drain_raw(storage, name, clients)
-            raw = len(texts) / (time.monotonic() - started)
-            await submit_backlog(env, items, f"paired{n}")
-            drained = drain_app(env, run_dir, f"paired-{n}")
-            app = drained["report"]["messages"] / (drained["steady_seconds"] or drained["seconds"])
-            pairs.append({"raw_messages_per_s": raw, "app_messages_per_s": app, "ratio": app / raw})
-            log.info("paired round %d: raw %.0f, app %.0f messages/s: %.2f", n + 1, raw, app, app / raw)
-    finally:
-        await filler.delete_queue()
-        await filler.close()
+    for n in range(rounds):
+        [level] = await raw_limit.levels(storage, f"paired-raw-{token}", texts, (clients,), 1, decode=False)
+        raw = level["median"]
+        await submit_backlog(env, items, f"paired{n}")
+        drained = drain_app(env, run_dir, f"paired-{n}")
+        app = drained["report"]["messages"] / (drained["steady_seconds"] or drained["seconds"])
+        pairs.append({"raw_messages_per_s": raw, "app_messages_per_s": app, "ratio": app / raw})
+        log.info("paired round %d: raw %.0f, app %.0f messages/s: %.2f", n + 1, raw, app, app / raw)
     return {
         "clients": clients,
         "messages_per_round": len(texts),

@@ -28,6 +28,11 @@ CHUNK_ITEMS = 500  # the app's default CHUNK_MAX_ITEMS
 VISIBILITY_S = 30
 
 
+def messages_for(items: int) -> int:
+    """How many messages the app's default chunking makes of `items` items."""
+    return -(-items // CHUNK_ITEMS)
+
+
 def chunk_texts(count: int) -> list[str]:
     """`count` message texts as the app enqueues them for its benchmark items (inline chunks of 500)."""
     texts = []

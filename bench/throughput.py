@@ -20,12 +20,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from azure.storage.queue.aio import QueueClient
-
 from bench import enqueue
 from bench.config import app_env
 from bench.items import items, message_text, ndjson
 from bench.peers import PEERS
+from bench.peers.base import StorageQueue
 from bench.stats import full_drain_hours
 from devstack.host import ROOT
 from shared import metering, runtime
@@ -194,9 +193,10 @@ async def peers_deep(storage: str, token: str, count: int, window_s: float, run_
     started = time.monotonic()
     await enqueue.put_all(producer, [message_text(i) for i in items("deep", count)])
     result: dict[str, Any] = {"items": count, "window_s": window_s, "enqueue_seconds": time.monotonic() - started}
+    queue = StorageQueue(producer)
     try:
         for kind in PEERS:
-            depth = await depth_of(producer)
+            depth = await queue.depth()
             drained = drain_peer(storage, kind, name, count, run_dir / f"deep-peer-{kind}", window_s)
             result[kind] = {
                 "depth_at_start": depth,
@@ -211,13 +211,9 @@ async def peers_deep(storage: str, token: str, count: int, window_s: float, run_
                 kind, count, depth, drained["items"], drained["seconds"], drained["items_per_s"] or 0,
                 drained["peak_rss_mb"],
             )  # fmt: skip
-        result["depth_at_end"] = await depth_of(producer)
+        result["depth_at_end"] = await queue.depth()
     finally:
         # Azurite's GetMessages slows with depth: the phases after this one must not share Azurite with it.
         await producer.delete_queue()
         await producer.close()
     return result
-
-
-async def depth_of(queue: QueueClient) -> int:
-    return int((await queue.get_queue_properties()).approximate_message_count or 0)
