@@ -33,7 +33,6 @@ class ResultWriter:
         self._max = max_records
         self._waiting: dict[str, list[tuple[ResultRecord, asyncio.Future[None]]]] = {}
         self._flushing: dict[str, asyncio.Task[None]] = {}
-        self.blobs_written = 0
 
     async def write(self, record: ResultRecord) -> None:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -70,7 +69,6 @@ class ResultWriter:
         name = layout.result_group_blob(batch_id, int(time.time() * 1000), secrets.token_hex(4))
         doc = results.group_document(batch_id, records, datetime.now(timezone.utc).isoformat())
         await write_json(self._container, name, doc, metadata=results.blob_metadata(doc))
-        self.blobs_written += 1
 
     async def cancel(self) -> None:
         """Stop writing (a cancelled session): records not yet written are not, and their messages return."""
