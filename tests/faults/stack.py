@@ -7,6 +7,7 @@ Azurite or broker is found again by the clients that were talking to the old one
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
@@ -22,6 +23,7 @@ from typing import Any
 from azure.core.exceptions import AzureError
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.storage.blob import BlobServiceClient
+from azure.storage.blob.aio import BlobServiceClient as AsyncBlobServiceClient
 from azure.storage.queue import QueueClient
 
 from devstack import azurite as azurite_launcher
@@ -30,6 +32,7 @@ from devstack.host import ROOT, host
 from devstack.procs import ManagedProcess, free_port
 from shared import results
 from shared.events import Reason, TriggerEvent
+from shared.result_store import list_entries, read_records
 
 HANDLER = "tests.faults.handlers:record"
 
@@ -238,17 +241,17 @@ class Stack:
         return QueueClient.from_connection_string(self.storage_connection_string, name)
 
     def result_records(self, batch_id: str) -> list[dict[str, Any]]:
-        """The newest record of each lineage, as batch status counts them (`shared.results`)."""
-        with self.blobs() as service:
-            container = service.get_container_client(self.results_container)
-            listed = container.list_blobs(name_starts_with=f"{batch_id}/", include=["metadata"])
-            found = [e for b in listed for e in results.entries(b.name, b.metadata or {}, b.last_modified)]
-            records = []
-            for entry in results.newest(found):
-                record = results.select(json.loads(container.download_blob(entry.blob).readall()), entry)
-                assert record is not None, f"{entry.blob} holds the record its metadata lists"
-                records.append(record)
-            return records
+        """The newest record of each lineage, read by the product's own reader (`shared.result_store`)."""
+
+        async def read() -> tuple[int, list[dict[str, Any]]]:
+            async with AsyncBlobServiceClient.from_connection_string(self.storage_connection_string) as service:
+                container = service.get_container_client(self.results_container)
+                lineages = len(results.newest(await list_entries(container, batch_id)))
+                return lineages, await read_records(container, batch_id)
+
+        lineages, records = asyncio.run(read())
+        assert len(records) == lineages, "every blob holds the records its metadata lists"
+        return records
 
     def leased_slots(self) -> int:
         with self.blobs() as service:
