@@ -219,8 +219,10 @@ async def _mark_retrying(services: Services, header: envelope.ChunkHeader) -> No
         except ResourceMissing:
             continue
         record = results.select(doc, entry)
-        moving = [f for f in record["failed"] if f["i"] in positions] if record is not None else []
-        if record is None or not moving:
+        if record is None:
+            continue
+        moving = [f for f in record["failed"] if f["i"] in positions]
+        if not moving:
             continue
         record["failed"] = [f for f in record["failed"] if f["i"] not in positions]
         record["retrying"] = sorted(set(record["retrying"]) | {f["i"] for f in moving})
