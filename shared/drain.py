@@ -52,7 +52,7 @@ MAX_WAIT_DELAY_S = 60
 STORAGE_RETRY_S = 10
 
 
-Worked = tuple[ChunkMessage, dict[int, Any], Settlement]  # a handled chunk, its items by position, what to do
+Worked = tuple[ChunkMessage, list[Any], list[int], Settlement]  # a handled chunk, its items and positions, what to do
 
 
 def utcnow() -> datetime:
@@ -373,7 +373,7 @@ class Drainer:
             max_attempts=self.settings.max_dequeue_count,
             summary=result.summary,
         )
-        return msg, dict(zip(positions, items, strict=True)), settlement
+        return msg, items, positions, settlement
 
     async def _load_items(self, msg: ChunkMessage) -> tuple[list[Any], list[int]]:
         if msg.items is not None:
@@ -403,10 +403,14 @@ class Drainer:
 
     # -- settling -------------------------------------------------------------------------------------------
 
-    async def _settle(self, item: Received, msg: ChunkMessage, by_position: dict[int, Any], s: Settlement) -> None:
+    async def _settle(
+        self, item: Received, msg: ChunkMessage, items: list[Any], positions: list[int], s: Settlement
+    ) -> None:
         """Poison first, then the result record, then the message: a crash in between repeats, never loses."""
         header = msg.header
         record = s.record
+        # Only failed items travel on: the common all-ok chunk never needs its items by position.
+        by_position = dict(zip(positions, items, strict=True)) if s.poison or s.retry else {}
         if s.poison:
             await self._send_poison(msg, by_position, s.poison, record.attempt)
         await self.results.write(record)
