@@ -523,7 +523,8 @@ def rate_cause(doc: dict[str, Any], f: dict[str, Any], app: dict[str, Any]) -> l
         "3. **No hot spot of ours in the loop.** The drain's own code (scheduling, settling, the engine) is a "
         "small share; the time is in JSON (decoding items), gzip, and the azure-core pipeline (a dozen policies "
         "per request: signing, retry, hooks) and aiohttp for the delete each message needs. Checked by "
-        "taking parts out (A/B drains of 200,000 items, three each, while working on it): without the visibility "
+        "taking parts out (A/B drains of 200,000 items, three each, run by hand while working on it with scratch "
+        "patches, not part of `make bench`): without the visibility "
         "keeper, without the result writes, and with a JSON parser twice as fast (msgspec) the steady rate "
         "moved by less than the spread between identical runs (300-440 messages/s across all of them).",
     ]
