@@ -7,7 +7,8 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from azure.core.exceptions import (
     AzureError,
@@ -31,6 +32,7 @@ from shared.errors import (
     StorageUnavailable,
 )
 from shared.metering import TransactionCounter
+from shared.proxies import env_proxies
 from shared.redact import redact
 from shared.settings import Settings, StorageConnection
 
@@ -47,7 +49,18 @@ CLIENT_OPTIONS: dict[str, Any] = {
     "increment_base": 2,
     "random_jitter_range": 0.5,
     "connection_timeout": 10,
+    # No environment lookups on each request (`shared.proxies`): `configured` resolves the proxy once.
+    "use_env_settings": False,
 }
+
+Client = TypeVar("Client", QueueServiceClient, BlobServiceClient, QueueClient)
+
+
+def configured(make: Callable[..., Client]) -> Client:
+    """A storage client built with CLIENT_OPTIONS, and with the environment's proxy for its endpoint if it sets one."""
+    client = make(**CLIENT_OPTIONS)
+    proxies = env_proxies(client.url)
+    return make(**CLIENT_OPTIONS, proxies=proxies) if proxies else client
 
 
 @asynccontextmanager
@@ -108,21 +121,22 @@ class Storage:
         conn = self.settings.storage
         queue_hook, blob_hook = self.counter.hook("queue"), self.counter.hook("blob")
         if conn.connection_string is not None:
-            self.queues = QueueServiceClient.from_connection_string(
-                conn.connection_string, raw_request_hook=queue_hook, **CLIENT_OPTIONS
+            connection = conn.connection_string
+            self.queues = configured(
+                partial(QueueServiceClient.from_connection_string, connection, raw_request_hook=queue_hook)
             )
-            self.blobs = BlobServiceClient.from_connection_string(
-                conn.connection_string, raw_request_hook=blob_hook, **CLIENT_OPTIONS
+            self.blobs = configured(
+                partial(BlobServiceClient.from_connection_string, connection, raw_request_hook=blob_hook)
             )
         else:
             assert conn.queue_url is not None
             assert conn.blob_url is not None
-            self._credential = credential_for(conn)
-            self.queues = QueueServiceClient(
-                conn.queue_url, credential=self._credential, raw_request_hook=queue_hook, **CLIENT_OPTIONS
+            self._credential = credential = credential_for(conn)
+            self.queues = configured(
+                partial(QueueServiceClient, conn.queue_url, credential=credential, raw_request_hook=queue_hook)
             )
-            self.blobs = BlobServiceClient(
-                conn.blob_url, credential=self._credential, raw_request_hook=blob_hook, **CLIENT_OPTIONS
+            self.blobs = configured(
+                partial(BlobServiceClient, conn.blob_url, credential=credential, raw_request_hook=blob_hook)
             )
 
     def queue(self, name: str) -> QueueClient:

@@ -24,8 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from azure.storage.queue.aio import QueueClient
-
+from bench import enqueue
 from bench.clock import RealClock
 from bench.handlers import noop_items, record_items
 from bench.memory import peak_rss_mb
@@ -57,10 +56,8 @@ def write_summary(path: Path, document: dict[str, Any]) -> None:
 
 
 def open_queue(connection: str, name: str, counter: TransactionCounter) -> CountingQueue:
-    hook = counter.hook("queue")
-    client = QueueClient.from_connection_string(connection, name, raw_request_hook=hook)
-    poison = QueueClient.from_connection_string(connection, f"{name}-poison", raw_request_hook=hook)
-    return CountingQueue(client, poison)
+    poison = enqueue.client(connection, f"{name}-poison", counter)
+    return CountingQueue(enqueue.client(connection, name, counter), poison)
 
 
 def peer_for(kind: str, queue: CountingQueue, handler: Handler, seed: int) -> Peer:
