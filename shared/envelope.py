@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from shared import fastjson
 from shared.batches import is_batch_id
 from shared.errors import MalformedEnvelope
 from shared.settings import INLINE_MAX_BYTES
@@ -80,7 +81,7 @@ def encode_claim_check(items_json: Sequence[str]) -> bytes:
 
 def decode_claim_check(data: bytes) -> list[Any]:
     try:
-        items = json.loads(gzip.decompress(data))
+        items = fastjson.loads(gzip.decompress(data))
     except (OSError, EOFError, ValueError) as e:
         raise MalformedEnvelope(f"claim-check blob is not gzip JSON: {e}") from e
     if not isinstance(items, list):
@@ -90,7 +91,7 @@ def decode_claim_check(data: bytes) -> list[Any]:
 
 def decode(text: str) -> ChunkMessage:
     try:
-        doc = json.loads(text)
+        doc = fastjson.loads(text)
     except ValueError as e:
         raise MalformedEnvelope(f"message is not JSON: {e}") from None
     if not isinstance(doc, dict) or doc.get("v") != VERSION:
@@ -102,7 +103,7 @@ def decode(text: str) -> ChunkMessage:
         return ChunkMessage(header, items=doc["items"])
     if "z" in doc:
         try:
-            items = json.loads(gzip.decompress(base64.b64decode(doc["z"], validate=True)))
+            items = fastjson.loads(gzip.decompress(base64.b64decode(doc["z"], validate=True)))
         except (OSError, EOFError, ValueError, TypeError) as e:
             raise MalformedEnvelope(f'"z" is not base64 gzip JSON: {e}') from None
         if not isinstance(items, list):

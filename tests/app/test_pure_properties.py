@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared import envelope, layout, results
+from shared import envelope, fastjson, layout, results
 from shared.backoff import (
     PollPolicy,
     capped_exponential_ms,
@@ -416,3 +416,39 @@ def test_secrets_are_masked_in_free_text(text):
     for secret in ("Eby8vdM02xNOcqFl", "abc/def+ghi", "AbCd%2Fef", "eyJ0eXAiOiJKV1Qi"):
         assert secret not in masked
     assert "***" in masked
+
+
+any_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**40), max_value=10**40)
+    | st.floats()  # NaN and the infinities too: json writes them, msgspec refuses them
+    | st.text(st.characters(codec=None, categories=None), max_size=20),  # with surrogates: msgspec cannot encode them
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def assert_decodes_alike(data: str | bytes) -> None:
+    try:
+        expected = repr(json.loads(data))  # repr: NaN is not equal to itself, -0.0 equals 0.0
+    except ValueError as e:
+        with pytest.raises(type(e)):
+            fastjson.loads(data)
+        return
+    assert repr(fastjson.loads(data)) == expected
+
+
+@given(any_json, st.booleans(), st.booleans())
+@settings(max_examples=400, deadline=None)
+def test_fast_json_decodes_every_text_to_what_the_standard_library_does(value, ascii_only, as_bytes):
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    assert_decodes_alike(text.encode("utf-8", "surrogatepass") if as_bytes else text)
+
+
+EDGES = ['{"a":1,"a":2}', "[1e400]", '["\\ud800"]', '["\ud800"]', "\ufeff[1]", '{"a":', "[NaN]", b'"\xff"']
+
+
+@pytest.mark.parametrize("text", EDGES)
+def test_fast_json_agrees_on_the_edges(text):
+    assert_decodes_alike(text)
