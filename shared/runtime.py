@@ -8,6 +8,7 @@ several loops get one each.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import weakref
@@ -69,6 +70,7 @@ def services() -> Services:
     found = _services.get(loop)
     if found is None:
         settings = load_settings()
+        tune_gc(settings.gc_gen0_threshold)
         storage = Storage(settings, COUNTER)
         found = Services(
             settings=settings,
@@ -80,6 +82,17 @@ def services() -> Services:
         )
         _services[loop] = found
     return found
+
+
+def tune_gc(gen0: int) -> None:
+    """Collect the youngest generation after `gen0` new objects instead of Python's 700 (0: leave it).
+
+    Profiling the drain: each message allocates about a thousand objects (its items), so at 700 the collector
+    ran after every message and every hundredth run walked the whole heap (the SDKs, the worker): 0.3-0.5 ms
+    of CPU per message, a fifth of the drain's. The process is this app's; the setting is process-wide."""
+    if gen0:
+        _, gen1, gen2 = gc.get_threshold()
+        gc.set_threshold(gen0, gen1, gen2)
 
 
 async def close() -> None:

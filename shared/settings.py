@@ -98,6 +98,8 @@ class Settings:
     retry_max_delay_ms: int = field(default=300_000, metadata=env("RETRY_MAX_DELAY_MS", minimum=0))
     retry_jitter: bool = field(default=True, metadata=env("RETRY_JITTER"))
     staging_ttl_s: int = field(default=3600, metadata=env("STAGING_TTL_S", minimum=1))
+    # The drain allocates about a thousand objects per message: Python's 700 would collect after each.
+    gc_gen0_threshold: int = field(default=20_000, metadata=env("GC_GEN0_THRESHOLD", minimum=0))
     # fallback poller
     backoff_floor_ms: int = field(default=60_000, metadata=env("BACKOFF_FLOOR_MS", minimum=100))
     backoff_ceiling_ms: int = field(default=1_800_000, metadata=env("BACKOFF_CEILING_MS", minimum=100))

@@ -9,7 +9,7 @@ from pathlib import Path
 from shared.settings import BINDING_SETTINGS, Settings, parse_value
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-ROWS = dict(re.findall(r"^\| `([A-Za-z_]+)` \| ([^|]+) \|", README, flags=re.MULTILINE))
+ROWS = dict(re.findall(r"^\| `([A-Za-z0-9_]+)` \| ([^|]+) \|", README, flags=re.MULTILINE))
 
 
 def test_every_setting_is_in_the_readme_with_its_default():

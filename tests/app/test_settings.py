@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
@@ -92,3 +94,20 @@ def test_a_handler_that_cannot_be_imported_fails_at_start(monkeypatch):
     with pytest.raises(HandlerError, match="no_such_module"):
         runtime.load_settings()
     monkeypatch.setattr(runtime, "_settings", None)
+
+
+@pytest.fixture
+def saved_gc_thresholds() -> Iterator[None]:
+    saved = gc.get_threshold()
+    yield
+    gc.set_threshold(*saved)
+
+
+async def test_the_services_raise_the_collectors_first_threshold_unless_told_not_to(configure, saved_gc_thresholds):
+    gc.set_threshold(700, 10, 10)
+    configure(GC_GEN0_THRESHOLD="0")
+    assert gc.get_threshold() == (700, 10, 10)
+    configure()
+    assert gc.get_threshold() == (20_000, 10, 10), "the default"
+    configure(GC_GEN0_THRESHOLD="5000")
+    assert gc.get_threshold() == (5000, 10, 10)
