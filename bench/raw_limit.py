@@ -4,8 +4,8 @@ The queue is filled with messages of the app's own backlog shape (same count, sa
 Azurite's GetMessages slows with depth and message size; then `c` concurrent clients receive 32 at a time
 and delete each message (concurrently), until the queue is empty. Filling is not timed.
 
-A second limit adds the one piece of work no consumer of these messages can skip: decoding each message's 500
-items (the app's own `envelope.decode`: JSON, base64, gunzip, JSON) before the delete.
+A second limit adds the one piece of work no consumer of these messages can skip: decoding each message's
+items (the app's own `envelope.decode`) before the delete.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import asyncio
 import logging
 import statistics
 import time
+from dataclasses import fields
 from typing import Any
 
 from azure.storage.queue.aio import QueueClient
@@ -21,10 +22,11 @@ from azure.storage.queue.aio import QueueClient
 from bench import enqueue
 from bench.items import items
 from shared import envelope
+from shared.settings import Settings
 
 log = logging.getLogger(__name__)
 
-CHUNK_ITEMS = 500  # the app's default CHUNK_MAX_ITEMS
+CHUNK_ITEMS: int = next(f.default for f in fields(Settings) if f.name == "chunk_max_items")  # CHUNK_MAX_ITEMS
 VISIBILITY_S = 30
 
 
@@ -34,7 +36,7 @@ def messages_for(items: int) -> int:
 
 
 def chunk_texts(count: int) -> list[str]:
-    """`count` message texts as the app enqueues them for its benchmark items (inline chunks of 500)."""
+    """`count` message texts as the app enqueues them for its benchmark items (chunks of CHUNK_ITEMS)."""
     texts = []
     for chunk in range(count):
         batch = items("raw", CHUNK_ITEMS, start=chunk * CHUNK_ITEMS)

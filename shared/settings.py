@@ -82,7 +82,7 @@ class Settings:
     max_json_depth: int = field(default=32, metadata=env("MAX_JSON_DEPTH", minimum=2, maximum=512))
     max_gzip_ratio: int = field(default=200, metadata=env("MAX_GZIP_RATIO", minimum=2))
     # chunking
-    chunk_max_items: int = field(default=500, metadata=env("CHUNK_MAX_ITEMS", minimum=1, maximum=100_000))
+    chunk_max_items: int = field(default=250, metadata=env("CHUNK_MAX_ITEMS", minimum=1, maximum=100_000))
     chunk_max_bytes: int = field(default=4 * 2**20, metadata=env("CHUNK_MAX_BYTES", minimum=1024))
     # draining
     receive_batch: int = field(default=32, metadata=env("RECEIVE_BATCH", minimum=1, maximum=32))
