@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 # pyinstrument frame function names -> the part of the work they are (the outermost match counts)
 PARTS: dict[str, str] = {
-    "decode": "decode the chunk message (base64, gunzip, JSON of its items)",
+    "decode": "decode the chunk message (JSON of its items; base64 and gunzip first if compressed)",
     "_read_manifest": "read the batch manifest (once per batch)",
     "settle": "settle the outcomes",
     "_put": "write the result blobs (group commit: JSON encode, one PutBlob for many chunks)",
