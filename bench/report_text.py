@@ -567,19 +567,45 @@ def rate_cause(doc: dict[str, Any], f: dict[str, Any], app: dict[str, Any]) -> l
         "objects, settling them and recording the result, the bookkeeping of a message kept invisible while it "
         "waits, and the same DeleteMessage the raw loop makes. That work grows with the chunk while the raw "
         "loop's does not, and the transactions per item fall as the chunk grows, so the chunk size is where the "
-        "message-rate and transactions targets meet: at the former default of 500 items the full run committed "
-        "in c412912 measured 0.60 of the raw limit (paired median 0.58) with 490x fewer transactions than (a); "
-        "at 100 items a 1,000-item batch would cost about 20 transactions, about 100x fewer than (a), under the "
-        f"200x target. The default is now {app['chunk_items']} items (this run). Part of the ratio's rise from "
-        "that run is the raw loop's: 250-item chunks travel inline (about 29 KB) where 500-item ones were "
-        "compressed to about 8 KB, and Azurite serves the bigger messages more slowly (raw limit 686 against 918 "
-        "messages/s in the two runs); the rest is the app's, whose work per message halved (steady 628 against "
-        "547 messages/s). "
+        f"message-rate and transactions targets meet: {former_default(doc, f, app)} "
         "On the deployed service the ratio also changes shape: the storage account, not a Node process sharing "
         "the drain's two cores, serves the requests, and its per-queue target is about 2,000 messages/s.",
         "",
     ]
     return lines
+
+
+# The last full run at the former default chunk, committed with its BENCHMARKS.md in c412912 (figures of that run).
+FORMER_DEFAULT = {
+    "commit": "c412912",
+    "chunk_items": 500,
+    "message_bytes": 7_968,
+    "raw_limit_messages_per_s": 918,
+    "app_messages_per_s": 547.0,
+    "app_fraction_of_raw": 0.60,
+    "paired_median": 0.58,
+    "transactions_ratio": 490,
+}
+
+
+def former_default(doc: dict[str, Any], f: dict[str, Any], app: dict[str, Any]) -> str:
+    """The chunk-size trade-off, with the former default's committed run beside this one."""
+    old = FORMER_DEFAULT
+    text = (
+        f"at the former default of {old['chunk_items']} items the full run committed in {old['commit']} measured "
+        f"{old['app_fraction_of_raw']:.2f} of the raw limit (paired median {old['paired_median']:.2f}) with "
+        f"{old['transactions_ratio']}x fewer transactions than (a); at 100 items a 1,000-item batch would cost "
+        "about 20 transactions, about 100x fewer than (a), under the 200x target."
+    )
+    if app["chunk_items"] == old["chunk_items"]:
+        return text
+    return text + (
+        f" This run uses {app['chunk_items']}-item chunks ({doc['raw_limit']['message_bytes']:,}-byte messages "
+        f"against {old['message_bytes']:,}), so part of the ratio's change is the raw loop's: Azurite's raw limit "
+        f"is {fmt(f['raw_limit_messages_per_s'], 0)} messages/s here against {old['raw_limit_messages_per_s']} "
+        f"then; the rest is the app's, steady {fmt(f['app_messages_per_s'], 0)} messages/s against "
+        f"{old['app_messages_per_s']:.0f}."
+    )
 
 
 def decode_ceiling(f: dict[str, Any]) -> str:
