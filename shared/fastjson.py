@@ -1,6 +1,6 @@
 """JSON decoding for the drain's hot path: msgspec where it accepts the text, the standard library where it refuses.
 
-Decoding a chunk's 500 items is the largest part of the drain's own CPU per message; msgspec decodes them in
+Decoding a chunk's items is the largest part of the drain's own CPU per message; msgspec decodes them in
 about 60% of the time `json` takes and builds the same values (integers of any size, the same float rounding,
 the last of duplicate keys). What it refuses and `json` accepts (NaN and Infinity, numbers beyond a double,
 lone surrogates, a UTF-8 BOM) is decoded by `json`, so every text that decoded before decodes to the same value now.

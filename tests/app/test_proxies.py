@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from azure.core.exceptions import HttpResponseError
-from azure.storage.queue.aio import QueueClient
+from azure.storage.queue.aio import QueueClient, QueueServiceClient
 
 from shared.errors import StorageError
 from shared.proxies import env_proxies
@@ -44,9 +44,9 @@ def test_no_proxy_exempts_a_host_and_no_setting_means_no_proxy(monkeypatch):
 
 
 def netrc_for(tmp_path: Path, connection_string: str) -> Path:
-    endpoint = dict(part.split("=", 1) for part in connection_string.split(";") if part)["QueueEndpoint"]
+    host = urlsplit(QueueServiceClient.from_connection_string(connection_string).url).hostname
     path = tmp_path / "netrc"
-    path.write_text(f"machine {urlsplit(endpoint).hostname} login someone password something\n")
+    path.write_text(f"machine {host} login someone password something\n")
     path.chmod(0o600)
     return path
 
