@@ -35,6 +35,12 @@ async def submit_batch(req: func.HttpRequest) -> func.HttpResponse:
     return http_response(await api.submit_batch(req.get_body(), headers))
 
 
+@app.function_name("batch_list")
+@app.route(route="batches", methods=["GET"])
+async def batch_list(req: func.HttpRequest) -> func.HttpResponse:
+    return http_response(await api.batch_list(dict(req.params)))
+
+
 @app.function_name("batch_status")
 @app.route(route="batches/{batch_id}", methods=["GET"])
 async def batch_status(req: func.HttpRequest) -> func.HttpResponse:

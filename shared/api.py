@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from shared import replay, reports
+from shared import metering, replay, reports
 from shared.errors import MalformedRequest, RequestError, StorageError, StorageUnavailable
 from shared.runtime import services
 from shared.submit import submit
@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 
 JSON = "application/json"
 OPENAPI = Path(__file__).with_name("openapi.json")
+DEFAULT_PAGE, MAX_PAGE = 20, 50
 
 
 @dataclass(frozen=True)
@@ -87,32 +88,57 @@ async def submit_batch(body: bytes, headers: Mapping[str, str]) -> ApiResponse:
     return await answer(call)
 
 
+async def read(call: Callable[[], Awaitable[ApiResponse]]) -> ApiResponse:
+    """`answer` for a read route: its storage transactions are counted as reads (`shared.metering.reading`)."""
+    with metering.reading():
+        return await answer(call)
+
+
 async def batch_status(batch_id: str) -> ApiResponse:
     async def call() -> ApiResponse:
         return ApiResponse(200, await reports.read_batch_status(services(), batch_id))
 
-    return await answer(call)
+    return await read(call)
+
+
+def page_request(params: Mapping[str, str]) -> tuple[int, str | None]:
+    """`?limit=N` (1-50, default 20) and `?continuation=` (the token the previous page answered)."""
+    unknown = sorted(set(params) - {"limit", "continuation", "code"})
+    if unknown:
+        raise MalformedRequest(f"unknown query parameter {unknown[0]!r}; this route takes limit and continuation")
+    text = params.get("limit", str(DEFAULT_PAGE))
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_PAGE):
+        raise MalformedRequest(f'"limit" must be an integer from 1 to {MAX_PAGE}')
+    return int(text), params.get("continuation")
+
+
+async def batch_list(params: Mapping[str, str]) -> ApiResponse:
+    async def call() -> ApiResponse:
+        limit, continuation = page_request(params)
+        return ApiResponse(200, await reports.read_batch_page(services(), limit, continuation))
+
+    return await read(call)
 
 
 async def queue_status() -> ApiResponse:
     async def call() -> ApiResponse:
         return ApiResponse(200, await reports.read_queue_status(services()))
 
-    return await answer(call)
+    return await read(call)
 
 
 async def poison_list() -> ApiResponse:
     async def call() -> ApiResponse:
         return ApiResponse(200, {"partitions": await replay.list_parked(services())})
 
-    return await answer(call)
+    return await read(call)
 
 
 async def poison_detail(message_id: str) -> ApiResponse:
     async def call() -> ApiResponse:
         return ApiResponse(200, await replay.inspect(services(), message_id))
 
-    return await answer(call)
+    return await read(call)
 
 
 def replay_request(body: bytes) -> dict[str, Any]:

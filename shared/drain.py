@@ -23,6 +23,7 @@ from typing import Any
 from azure.storage.queue import QueueMessage
 
 from shared import envelope, layout, metering, poison
+from shared.activity import ACTIVITY
 from shared.backoff import retry_delay_ms
 from shared.batches import Admission, Manifest, admit
 from shared.envelope import ChunkHeader, ChunkMessage
@@ -139,6 +140,7 @@ class Drainer:
             finally:
                 self.report.seconds = round(self.clock() - started, 3)
                 self.report.transactions = dict(sorted(tally.items()))
+                ACTIVITY.settled(self.report.items_ok, self.report.items_failed)
         self._log_report()
         return self.report
 

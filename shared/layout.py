@@ -36,11 +36,17 @@ def result_group_blob(batch_id: str, epoch_ms: int, token: str) -> str:
 
 
 def is_result_group_blob(name: str) -> bool:
+    return result_group_stamp_ms(name) is not None
+
+
+def result_group_stamp_ms(name: str) -> int | None:
+    """The writer's clock (epoch ms) in a result group blob's name, or None if the name is not one."""
     parts = name.split("/")
     if len(parts) != 2 or not parts[1].startswith("r") or not parts[1].endswith(RESULT_SUFFIX):
-        return False
+        return None
     stamp, sep, token = parts[1][1 : -len(RESULT_SUFFIX)].partition("-")
-    return bool(sep and stamp.isdigit() and token.isalnum())
+    # 13 ASCII digits as the writer pads them (a longer stamp would be past the year 2286).
+    return int(stamp) if sep and len(stamp) <= 13 and stamp.isascii() and stamp.isdigit() and token.isalnum() else None
 
 
 def parse_result_blob(name: str) -> tuple[int, int, int] | None:

@@ -2,7 +2,8 @@
 
 `TransactionCounter` is an azure-core pipeline policy. It sits after the SDK's retry policy, so
 every try is counted, as Azure bills it. Counts go to a process-wide total and, when a drain
-session (or any caller) opened a `Tally` in its context, to that tally as well.
+session (or any caller) opened a `Tally` in its context, to that tally as well. Requests made inside
+`reading()` (the HTTP API's read routes) are also totalled apart, so looking does not pass for working.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from azure.core.pipeline import PipelineRequest
 from azure.core.pipeline.policies import SansIOHTTPPolicy
 
 _session: contextvars.ContextVar[Counter[str] | None] = contextvars.ContextVar("queue_drain_tally", default=None)
+_reading: contextvars.ContextVar[bool] = contextvars.ContextVar("queue_drain_reading", default=False)
 
 
 def classify(service: str, method: str, url: str, headers: Mapping[str, str]) -> str:
@@ -80,6 +82,7 @@ class TransactionCounter(SansIOHTTPPolicy):  # type: ignore[type-arg]
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._totals: Counter[str] = Counter()
+        self._reads: Counter[str] = Counter()  # the part spent answering the HTTP API's read routes
 
     def hook(self, service: str) -> Any:
         """A `raw_request_hook` for a storage client of `service` ('queue' or 'blob')."""
@@ -93,6 +96,8 @@ class TransactionCounter(SansIOHTTPPolicy):  # type: ignore[type-arg]
     def count(self, operation: str) -> None:
         with self._lock:
             self._totals[operation] += 1
+            if _reading.get():
+                self._reads[operation] += 1
         tally = _session.get()
         if tally is not None:
             tally[operation] += 1
@@ -100,6 +105,11 @@ class TransactionCounter(SansIOHTTPPolicy):  # type: ignore[type-arg]
     def totals(self) -> dict[str, int]:
         with self._lock:
             return dict(sorted(self._totals.items()))
+
+    def read_totals(self) -> dict[str, int]:
+        """The part of `totals` counted inside `reading()`."""
+        with self._lock:
+            return dict(sorted(self._reads.items()))
 
 
 @contextmanager
@@ -111,3 +121,14 @@ def tally() -> Iterator[Counter[str]]:
         yield counter
     finally:
         _session.reset(token)
+
+
+@contextmanager
+def reading() -> Iterator[None]:
+    """Count this context's transactions as reads made to answer an API call (status, queues, poison, the page),
+    so the work's cost can be told from what looking at it costs."""
+    token = _reading.set(True)
+    try:
+        yield
+    finally:
+        _reading.reset(token)

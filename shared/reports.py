@@ -1,17 +1,21 @@
-"""Read-side views: one batch's status, and the state of every work queue (I/O around pure aggregation)."""
+"""Read-side views: one batch's status, recent batches, and the state of every work queue (I/O around pure
+aggregation)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import datetime, timezone
 from typing import Any
 
-from shared import layout
+from shared import batch_index, costs, layout
+from shared.activity import ACTIVITY
 from shared.batches import Manifest, is_batch_id
 from shared.errors import NotFound, ResourceMissing
 from shared.fallback import queue_depth
 from shared.fallback_state import to_view
 from shared.leases import active_drainers
+from shared.progress import batch_progress
 from shared.result_store import list_entries
 from shared.runtime import Services
 from shared.status import batch_status
@@ -51,10 +55,29 @@ async def read_queue_status(services: Services) -> dict[str, Any]:
                 "fallback_backoff": to_view(backoff, now_ms),
             }
         )
-    totals = services.counter.totals()
+    totals, reads = services.counter.totals(), services.counter.read_totals()
     return {
         "account": settings.account_name,
         "trigger_queue": settings.trigger_queue,
         "partitions": partitions,
-        "storage_transactions": {"since": STARTED_AT, "total": sum(totals.values()), "by_operation": totals},
+        "storage_transactions": {
+            "since": STARTED_AT,
+            "total": sum(totals.values()),
+            "by_operation": totals,
+            "reads": {"total": sum(reads.values()), "by_operation": reads},
+            **costs.comparison(totals, reads, ACTIVITY.view()["total"]),
+        },
+    }
+
+
+async def read_batch_page(services: Services, limit: int, continuation: str | None) -> dict[str, Any]:
+    """Recent batches, newest first: one listing of the index, then one listing of each batch's results."""
+    settings = services.settings
+    index = await batch_index.page(services.storage.container(settings.batches_container), limit, continuation)
+    results = services.storage.container(settings.results_container)
+    listed = await asyncio.gather(*(list_entries(results, entry.batch_id) for entry in index.entries))
+    now = datetime.now(timezone.utc)
+    return {
+        "batches": [batch_progress(entry, found, now) for entry, found in zip(index.entries, listed, strict=True)],
+        "continuation": index.continuation,
     }

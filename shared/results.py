@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from shared import layout
@@ -67,8 +67,11 @@ def entries(name: str, meta: Mapping[str, str], written_at: datetime) -> list[Re
         chunk, gen, first = legacy
         ok, failed, retrying = (int(meta.get(k, 0)) for k in ("ok", "failed", "retrying"))
         return [ResultEntry(chunk, gen, first, ok, failed, retrying, written_at, blob=name)]
-    if not layout.is_result_group_blob(name):
+    stamp_ms = layout.result_group_stamp_ms(name)
+    if stamp_ms is None:
         return []
+    # The writer's clock to the millisecond, taken as the write began; a listing's Last-Modified has whole seconds.
+    written_at = datetime.fromtimestamp(stamp_ms / 1000, timezone.utc)
     found = []
     for part in meta.get(RECORDS, "").split(";"):
         try:

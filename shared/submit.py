@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 
 from azure.storage.blob.aio import ContainerClient
 
-from shared import envelope, layout
+from shared import batch_index, envelope, layout
 from shared.batches import MAX_IDEMPOTENCY_KEY, Manifest, State, items_digest, new_attempt, new_batch_id
 from shared.chunking import Chunk, partition_of, plan_chunks
 from shared.errors import (
@@ -98,6 +98,7 @@ async def submit(
     claimed = await claim(container, manifest)
     if isinstance(claimed, Submitted):
         log.info("batch %s: Idempotency-Key seen before; answering as first accepted", batch_id)
+        await batch_index.record(container, claimed.manifest)  # the same name again: heals a crash before indexing
         return claimed
     manifest, etag = claimed
     outgoing = await asyncio.to_thread(prepare, manifest, chunks, chunk_queues)
@@ -109,6 +110,7 @@ async def submit(
         )
     except PreconditionFailed:
         raise IdempotencyConflict("a concurrent request with the same Idempotency-Key took this batch over") from None
+    await batch_index.record(container, manifest.accepted(accepted_at))
     trigger = await ring(services, manifest, intake.encoded_bytes)
     manifest = manifest.accepted(accepted_at, trigger)
     # Only a deferral costs a second write; a manifest without `trigger` was announced.

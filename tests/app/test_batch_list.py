@@ -1,0 +1,205 @@
+"""Recent batches, newest first (`GET /api/batches`), from the index written at commit; the operator's page
+that reads it; and the counts beside it: API reads apart from the work, and items settled (real Azurite)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import azure.functions as func
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shared import batch_index, metering
+from shared.activity import ACTIVITY
+from shared.batch_index import IndexEntry
+from shared.costs import BUILTIN_PER_ITEM
+from shared.errors import MalformedRequest
+from shared.progress import batch_progress
+from shared.results import ResultEntry
+from tests.app.conftest import RecordingPublisher, drain_all, http_request
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def sales(token: str, count: int) -> bytes:
+    return "\n".join(
+        json.dumps({"id": f"{token}-{i}", "amount": "1.00", "currency": "EUR", "author": "a", "distributor": "d"})
+        for i in range(count)
+    ).encode()
+
+
+async def submit(app_functions: Any, body: bytes, key: str | None = None) -> dict[str, Any]:
+    headers = {"Content-Type": "application/x-ndjson", **({"Idempotency-Key": key} if key else {})}
+    response = await app_functions["submit_batch"](http_request("POST", "/api/batches", body=body, headers=headers))
+    assert response.status_code == 202, response.get_body()
+    accepted: dict[str, Any] = json.loads(response.get_body())
+    return accepted
+
+
+async def listed(app_functions: Any, **params: str) -> tuple[int, Any]:
+    request = func.HttpRequest("GET", "http://localhost:7071/api/batches", params=params, body=b"")
+    response = await app_functions["batch_list"](request)
+    return response.status_code, json.loads(response.get_body())
+
+
+async def test_recent_batches_come_newest_first_in_pages_of_one_listing_plus_one_per_batch(configure, app_functions):
+    services = configure(publisher=RecordingPublisher(), CHUNK_MAX_ITEMS="10")
+    code, empty = await listed(app_functions)
+    assert (code, empty) == (200, {"batches": [], "continuation": None}), "no batch yet: an empty page, not an error"
+    submitted = [await submit(app_functions, sales(f"b{n}", 5 + n)) for n in range(5)]
+
+    pages, token = [], None
+    while True:
+        with metering.tally() as spent:
+            code, page = await listed(app_functions, limit="2", **({"continuation": token} if token else {}))
+        assert code == 200, page
+        assert dict(spent) == {"blob.ListBlobs": 1 + len(page["batches"])}, "one index listing, one per batch"
+        pages.append(page["batches"])
+        token = page["continuation"]
+        if token is None:
+            break
+    assert [len(p) for p in pages] == [2, 2, 1]
+    batches = [b for p in pages for b in p]
+    assert [b["batch_id"] for b in batches] == [s["batch_id"] for s in reversed(submitted)]
+    assert [b["items"]["total"] for b in batches] == [9, 8, 7, 6, 5]
+    assert all(b["status"] == "accepted" and b["items"]["pending"] == b["items"]["total"] for b in batches)
+    assert all(b["wake_ms"] is None and b["items_per_s"] is None for b in batches)
+
+    await drain_all(services)
+    code, page = await listed(app_functions, limit="5")
+    assert code == 200
+    for batch in page["batches"]:
+        assert batch["status"] == "completed", batch
+        assert batch["items"]["succeeded"] == batch["items"]["total"]
+        assert batch["items"]["pending"] == 0
+        assert batch["eta_s"] == 0
+        assert batch["items_per_s"] > 0
+        assert batch["wake_ms"] >= 0, "the first result comes after the acceptance"
+        status = await app_functions["batch_status"](http_request("GET", "/api/batches/x", batch_id=batch["batch_id"]))
+        single = json.loads(status.get_body())
+        same = ("status", "items", "accepted_at", "first_result_at", "last_result_at", "completed_at")
+        assert {k: batch[k] for k in same} == {k: single[k] for k in same}, "the list agrees with the batch's route"
+
+
+async def test_a_bad_limit_or_continuation_is_a_json_400_naming_it(configure, app_functions):
+    configure(publisher=RecordingPublisher())
+    await submit(app_functions, sales("x", 1))
+    bad = [
+        ({"limit": "0"}, "limit"),
+        ({"limit": "51"}, "limit"),
+        ({"limit": "ten"}, "limit"),
+        ({"limit": "²"}, "limit"),
+        ({"continuation": ""}, "continuation"),
+        ({"continuation": "not a token!"}, "continuation"),
+        ({"continuation": "abcde"}, "continuation"),
+        ({"continuation": "a"}, "continuation"),
+        ({"limt": "5"}, "limt"),
+    ]
+    for params, named in bad:
+        code, body = await listed(app_functions, **params)
+        assert code == 400, (params, body)
+        assert body["error"]["code"] == "malformed_request"
+        assert named in body["error"]["message"], (params, body)
+
+
+async def test_a_keyed_retry_writes_the_same_index_entry_again(configure, app_functions):
+    services = configure(publisher=RecordingPublisher())
+    first = await submit(app_functions, sales("k", 3), key="order-7")
+    container = services.storage.container(services.settings.batches_container)
+    [name] = [b.name async for b in container.list_blobs(name_starts_with=batch_index.PREFIX)]
+    await container.delete_blob(name)  # as if the process died between the commit and the index write
+
+    again = await submit(app_functions, sales("k", 3), key="order-7")
+
+    assert again["batch_id"] == first["batch_id"]
+    assert [b.name async for b in container.list_blobs(name_starts_with=batch_index.PREFIX)] == [name]
+    await submit(app_functions, sales("k", 3), key="order-7")
+    code, page = await listed(app_functions)
+    assert code == 200
+    assert [b["batch_id"] for b in page["batches"]] == [first["batch_id"]], "listed once however often retried"
+
+
+async def test_api_reads_are_counted_apart_from_the_work_it_is_compared_with(configure, app_functions):
+    services = configure(publisher=RecordingPublisher(), CHUNK_MAX_ITEMS="50")
+    settled_before = ACTIVITY.view()["total"]
+    await submit(app_functions, sales("c", 120))
+    await drain_all(services)
+    assert ACTIVITY.view()["total"] - settled_before == 120, "the drain reported every item it settled"
+
+    async def queues() -> dict[str, Any]:
+        response = await app_functions["queue_status"](http_request("GET", "/api/queues"))
+        view: dict[str, Any] = json.loads(response.get_body())["storage_transactions"]
+        return view
+
+    first, second = await queues(), await queues()
+    assert second["reads"]["total"] > first["reads"]["total"], "looking costs reads, and they are counted"
+    assert second["work"] == first["work"], "and never as work"
+    assert second["total"] == second["work"]["total"] + second["reads"]["total"]
+    assert second["work"]["by_operation"]["queue.PutMessage"] >= 3
+    items = second["items_settled"]
+    assert items >= 120
+    assert second["builtin_queue_trigger"]["total"] == round(items * BUILTIN_PER_ITEM)
+    assert second["saved"] == second["builtin_queue_trigger"]["total"] - second["work"]["total"]
+
+
+@given(st.lists(st.integers(min_value=0, max_value=batch_index.NEWEST_MS), min_size=2, max_size=20, unique=True))
+def test_index_names_sort_newest_first(stamps_ms):
+    names = {batch_index.blob_name("ab" * 16, datetime.fromtimestamp(ms / 1000, timezone.utc)): ms for ms in stamps_ms}
+    assert [names[n] for n in sorted(names)] == sorted(stamps_ms, reverse=True)
+
+
+@given(st.text(min_size=1, max_size=300))
+def test_a_continuation_token_carries_any_marker(marker):
+    token = batch_index.encode_token(marker)
+    assert batch_index.TOKEN.fullmatch(token)
+    assert batch_index.decode_token(token) == marker
+
+
+@given(st.from_regex(batch_index.TOKEN, fullmatch=True), st.sampled_from(["!", " ", "=", "\n", "é"]))
+def test_every_token_of_the_documented_shape_decodes_and_no_other_does(token, stray):
+    if batch_index.MIN_TOKEN <= len(token) <= batch_index.MAX_TOKEN:
+        assert isinstance(batch_index.decode_token(token), str)
+    with pytest.raises(MalformedRequest):
+        batch_index.decode_token(token + stray)
+
+
+def test_the_documented_token_shape_is_the_one_the_api_checks():
+    document = json.loads((ROOT / "shared" / "openapi.json").read_text())
+    [parameter] = [p for p in document["paths"]["/batches"]["get"]["parameters"] if p["name"] == "continuation"]
+    schema = parameter["schema"]
+    assert schema["pattern"] == f"^{batch_index.TOKEN.pattern}$"
+    assert (schema["minLength"], schema["maxLength"]) == (batch_index.MIN_TOKEN, batch_index.MAX_TOKEN)
+
+
+ACCEPTED = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 50), st.integers(0, 50), st.integers(1, 60_000)), max_size=12),
+    st.integers(1, 600),
+)
+def test_progress_counts_each_item_once_and_is_complete_exactly_when_nothing_is_pending(records, now_s):
+    entries = [
+        ResultEntry(chunk, 0, n, ok, failed, 0, ACCEPTED + timedelta(milliseconds=ms), blob=f"b{n}")
+        for n, (chunk, ok, failed, ms) in enumerate(records)
+    ]
+    total = sum(ok + failed for _, ok, failed, _ in records) + 5
+    batch = IndexEntry("ab" * 16, total, 4, ACCEPTED.isoformat(), ACCEPTED.isoformat())
+    view = batch_progress(batch, entries, ACCEPTED + timedelta(seconds=now_s))
+    items = view["items"]
+    assert items["succeeded"] + items["failed"] + items["pending"] == total
+    assert items["pending"] == 5
+    assert view["status"] == ("processing" if entries else "accepted")
+    assert view["eta_s"] is None or view["eta_s"] > 0
+    if entries:
+        assert view["wake_ms"] == min(ms for *_, ms in records)
+    done = IndexEntry("ab" * 16, total - 5, 4, ACCEPTED.isoformat(), ACCEPTED.isoformat())
+    finished = batch_progress(done, entries, ACCEPTED + timedelta(seconds=now_s))
+    if total - 5:
+        assert finished["status"].startswith("completed")
+        assert finished["eta_s"] == 0
+        assert finished["completed_at"] == finished["last_result_at"]
