@@ -9,7 +9,6 @@ retry that finds its batch accepted, which closes the gap a crash between commit
 
 from __future__ import annotations
 
-import base64
 import logging
 import re
 from collections.abc import Mapping
@@ -28,9 +27,9 @@ log = logging.getLogger(__name__)
 PREFIX = "index/"
 NEWEST_MS = 10**13 - 1  # epoch ms in 13 digits: until the year 2286
 NAME = re.compile(r"index/(?P<inverted>\d{13})-(?P<batch_id>[0-9a-f]{32})")
-# base64url without padding (a length of 4n+1 is never one), as the OpenAPI document says.
-TOKEN = re.compile(r"(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?")
-MIN_TOKEN, MAX_TOKEN = 2, 2048
+# A storage marker: printable ASCII, no spaces (Azure's are base64 with `!` and digits; Azurite's are blob names);
+# a few hundred characters at most. The OpenAPI document says the same.
+TOKEN = re.compile(r"[!-~]{1,512}")
 BAD_CONTINUATION = "continuation is not a token this API gave (pass back the one a page answered)"
 
 
@@ -84,22 +83,12 @@ def entry(name: str, meta: Mapping[str, str] | None) -> IndexEntry | None:
     return IndexEntry(found["batch_id"], items, chunks, created, accepted)
 
 
-def encode_token(marker: str) -> str:
-    """A storage marker as an opaque, URL-safe token (base64url, unpadded)."""
-    return base64.urlsafe_b64encode(marker.encode("utf-8")).decode("ascii").rstrip("=")
-
-
 def decode_token(token: str) -> str:
-    """The storage marker a continuation token carries. A token of the documented shape always decodes (one this
-    API did not give names some other place in the index, or storage refuses it: a 400 either way); any other
-    shape is a 400."""
-    if not (MIN_TOKEN <= len(token) <= MAX_TOKEN and TOKEN.fullmatch(token)):
+    """The storage marker a continuation token is (verbatim: printable ASCII, as storage gives them); any other
+    shape is a 400. A token this API did not give names some other place in the index, or storage refuses it."""
+    if not TOKEN.fullmatch(token):
         raise MalformedRequest(BAD_CONTINUATION)
-    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return raw.decode("latin-1")
+    return token
 
 
 async def record(container: ContainerClient, manifest: Manifest) -> bool:
@@ -136,4 +125,4 @@ async def page(container: ContainerClient, limit: int, continuation: str | None 
             raise MalformedRequest(BAD_CONTINUATION) from None
         raise
     next_marker = pages.continuation_token
-    return IndexPage(entries, encode_token(next_marker) if next_marker else None)
+    return IndexPage(entries, next_marker or None)

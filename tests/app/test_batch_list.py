@@ -95,8 +95,9 @@ async def test_a_bad_limit_or_continuation_is_a_json_400_naming_it(configure, ap
         ({"limit": "²"}, "limit"),
         ({"continuation": ""}, "continuation"),
         ({"continuation": "not a token!"}, "continuation"),
-        ({"continuation": "abcde"}, "continuation"),
-        ({"continuation": "a"}, "continuation"),
+        ({"continuation": "two words"}, "continuation"),
+        ({"continuation": "x" * 513}, "continuation"),
+        ({"continuation": "é"}, "continuation"),
         ({"limt": "5"}, "limt"),
     ]
     for params, named in bad:
@@ -152,27 +153,17 @@ def test_index_names_sort_newest_first(stamps_ms):
     assert [names[n] for n in sorted(names)] == sorted(stamps_ms, reverse=True)
 
 
-@given(st.text(min_size=1, max_size=300))
-def test_a_continuation_token_carries_any_marker(marker):
-    token = batch_index.encode_token(marker)
-    assert batch_index.TOKEN.fullmatch(token)
-    assert batch_index.decode_token(token) == marker
-
-
-@given(st.from_regex(batch_index.TOKEN, fullmatch=True), st.sampled_from(["!", " ", "=", "\n", "é"]))
-def test_every_token_of_the_documented_shape_decodes_and_no_other_does(token, stray):
-    if batch_index.MIN_TOKEN <= len(token) <= batch_index.MAX_TOKEN:
-        assert isinstance(batch_index.decode_token(token), str)
+@given(st.from_regex(batch_index.TOKEN, fullmatch=True), st.sampled_from(["", " ", "\n", "é", "\x00", "~" * 512]))
+def test_every_token_of_the_documented_shape_is_taken_and_no_other(token, stray):
+    assert batch_index.decode_token(token) == token
     with pytest.raises(MalformedRequest):
-        batch_index.decode_token(token + stray)
+        batch_index.decode_token(token + stray if stray else stray)
 
 
 def test_the_documented_token_shape_is_the_one_the_api_checks():
     document = json.loads((ROOT / "shared" / "openapi.json").read_text())
     [parameter] = [p for p in document["paths"]["/batches"]["get"]["parameters"] if p["name"] == "continuation"]
-    schema = parameter["schema"]
-    assert schema["pattern"] == f"^{batch_index.TOKEN.pattern}$"
-    assert (schema["minLength"], schema["maxLength"]) == (batch_index.MIN_TOKEN, batch_index.MAX_TOKEN)
+    assert parameter["schema"]["pattern"] == f"^{batch_index.TOKEN.pattern}$"
 
 
 ACCEPTED = datetime(2026, 1, 1, tzinfo=timezone.utc)
