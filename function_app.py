@@ -10,6 +10,7 @@ import logging
 import azure.functions as func
 
 from shared import api, runtime
+from shared.dashboard import page as dashboard_page
 from shared.drain import drain_event
 from shared.errors import MalformedEvent
 from shared.events import TriggerEvent
@@ -69,6 +70,13 @@ async def poison_detail(req: func.HttpRequest) -> func.HttpResponse:
 @app.route(route="poison/replay", methods=["POST"])
 async def poison_replay(req: func.HttpRequest) -> func.HttpResponse:
     return http_response(await api.poison_replay(req.get_body()))
+
+
+@app.function_name("dashboard")
+@app.route(route="dashboard", methods=["GET"])
+async def dashboard(req: func.HttpRequest) -> func.HttpResponse:
+    page = dashboard_page()
+    return func.HttpResponse(body=page.body, headers=dict(page.headers), mimetype="text/html", charset="utf-8")
 
 
 @app.function_name("openapi")

@@ -3,8 +3,12 @@ that reads it; and the counts beside it: API reads apart from the work, and item
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import re
 from datetime import datetime, timedelta, timezone
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +149,36 @@ async def test_api_reads_are_counted_apart_from_the_work_it_is_compared_with(con
     assert items >= 120
     assert second["builtin_queue_trigger"]["total"] == round(items * BUILTIN_PER_ITEM)
     assert second["saved"] == second["builtin_queue_trigger"]["total"] - second["work"]["total"]
+
+
+async def test_the_page_is_one_document_that_runs_only_its_own_inline_style_and_script(app_functions):
+    response = await app_functions["dashboard"](http_request("GET", "/api/dashboard"))
+    assert response.status_code == 200
+    assert response.mimetype == "text/html"
+    html = response.get_body().decode()
+    headers = dict(response.headers)
+    assert headers["Cache-Control"] == "no-store"
+    assert headers["Referrer-Policy"] == "no-referrer"
+    policy = dict(part.strip().split(" ", 1) for part in headers["Content-Security-Policy"].split(";"))
+    [style] = re.findall(r"<style>(.*?)</style>", html, flags=re.DOTALL)
+    [script] = re.findall(r"<script>(.*?)</script>", html, flags=re.DOTALL)
+    for text, directive in ((style, "style-src"), (script, "script-src")):
+        digest = base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+        assert policy[directive] == f"'sha256-{digest}'", directive
+    assert policy["default-src"] == "'none'"
+    assert policy["connect-src"] == "'self'"
+    assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)=\"(https?:)?//", html), "nothing from elsewhere"
+    assert "localStorage" not in script
+    assert "document.cookie" not in script
+    assert "console." not in script, "the page logs nothing (the key least of all)"
+
+
+def test_the_page_files_are_in_the_deployed_package():
+    ignored = [line.strip() for line in (ROOT / ".funcignore").read_text().splitlines() if line.strip()]
+    for name in ("dashboard.html", "dashboard.css", "dashboard.js"):
+        path = f"shared/static/{name}"
+        assert (ROOT / path).is_file()
+        assert not any(fnmatch(path, p) or fnmatch(name, p) or path.startswith(p.rstrip("/") + "/") for p in ignored)
 
 
 @given(st.lists(st.integers(min_value=0, max_value=batch_index.NEWEST_MS), min_size=2, max_size=20, unique=True))

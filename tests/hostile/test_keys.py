@@ -21,6 +21,8 @@ GUARDED = [
     ("GET", "/api/poison/0f0f0f0f-1111-2222-3333-444455556666", None, {}),
     ("GET", f"/api/batches/{'0' * 32}", None, {}),
     ("GET", "/api/queues", None, {}),
+    ("GET", "/api/batches", None, {}),
+    ("GET", "/api/dashboard", None, {}),
 ]
 WRONG = [None, "", "wrong", HOST_KEY + "x", HOST_KEY[:-1], HOST_KEY.upper()]
 
@@ -36,7 +38,7 @@ def test_a_function_route_refuses_a_missing_or_wrong_key_with_401(
         assert (reply.status, reply.body) == (401, b""), (key, reply.status, reply.body[:200])
         wrong_query = hostile.request(method, f"{path}?code={key or 'nothing'}", body, headers, key=None)
         assert wrong_query.status == 401, (key, wrong_query.status)
-    if path != "/api/batches":
+    if (method, path) != ("POST", "/api/batches"):
         refused = hostile.request(method, path, body, headers, key=SUBMIT_KEY)
         assert refused.status == 401, "a function key opens its own function only"
     assert hostile.work_depth() == depth == 0, "a refused request enqueued a chunk"
