@@ -4,6 +4,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PY_OK  := $(VENV)/.installed
 NODE_OK := node_modules/.installed
+# The browser tests drive Debian's Chromium through Playwright (which never downloads a browser of its own).
+CHROMIUM := /usr/bin/chromium
 
 .PHONY: setup run test test-fast lint format mypy check clean bench bench-quick reliability
 
@@ -20,7 +22,20 @@ $(NODE_OK): package.json package-lock.json
 local.settings.json:
 	cp local.settings.json.sample $@
 
-setup: $(PY_OK) $(NODE_OK) local.settings.json
+# Installed when missing: as root (CI) with apt-get, else with sudo if it needs no password; otherwise say how.
+# Without it the browser tests skip, and under CI=true they fail.
+$(CHROMIUM):
+	@if ! command -v apt-get >/dev/null; then \
+		echo "setup: no apt-get here; install Chromium at $(CHROMIUM) for the browser tests" >&2; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then \
+		sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+		echo "setup: the browser tests need Debian's chromium: sudo apt-get install chromium" >&2; \
+	fi
+
+setup: $(PY_OK) $(NODE_OK) local.settings.json $(CHROMIUM)
 
 ## make run: Azurite + the Service Bus stand-in + the local function host on :7071 (Ctrl-C stops all three)
 run: setup

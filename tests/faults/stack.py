@@ -14,8 +14,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ from azure.storage.queue import QueueClient
 from devstack import azurite as azurite_launcher
 from devstack import broker as broker_launcher
 from devstack.host import ROOT, host
-from devstack.procs import ManagedProcess, free_port
+from devstack.procs import ManagedProcess, ServiceStartError, free_port
 from shared import results
 from shared.events import Reason, TriggerEvent
 from shared.result_store import list_entries, read_records
@@ -296,6 +298,24 @@ class Stack:
     def starts(self, function: str) -> int:
         """How many invocations of `function` the hosts logged as started."""
         return self.host_logs().count(f"Executing 'Functions.{function}' (")
+
+
+@contextmanager
+def started(root: Path, settings: Mapping[str, str], hosts: int = 1) -> Iterator[Stack]:
+    """A whole stack for one fixture, closed at the end; one that cannot start is `unavailable` (a CI failure)."""
+    from tests.conftest import unavailable
+
+    stack = Stack(root / "stack", uuid.uuid4().hex[:10], settings)
+    try:
+        stack.start(hosts=hosts)
+    except ServiceStartError as e:
+        stack.close()
+        unavailable("the local stack", e)
+        raise
+    try:
+        yield stack
+    finally:
+        stack.close()
 
 
 class LeaseWatch:

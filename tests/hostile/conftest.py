@@ -12,7 +12,6 @@ import json
 import re
 import subprocess
 import sys
-import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -23,9 +22,7 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 
 from devstack.host import ROOT
-from devstack.procs import ServiceStartError
-from tests.conftest import unavailable
-from tests.faults.stack import Stack, wait_until
+from tests.faults.stack import Stack, started, wait_until
 from tests.host.test_keys import HOST_KEY as HOST
 from tests.host.test_keys import MASTER, write_secrets
 
@@ -182,17 +179,8 @@ class HostileStack:
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostileStack]:
     root = tmp_path_factory.mktemp("hostile")
     (root / "handled").mkdir()
-    stack = Stack(root / "stack", uuid.uuid4().hex[:10], settings_for(root))
-    try:
-        stack.start(hosts=1)
-    except ServiceStartError as e:
-        stack.close()
-        unavailable("the local stack", e)
-        raise
-    try:
+    with started(root, settings_for(root)) as stack:
         yield HostileStack(stack, root)
-    finally:
-        stack.close()
 
 
 def json_error(reply: Reply) -> dict[str, Any]:
