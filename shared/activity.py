@@ -1,5 +1,6 @@
 """What this process's drainers settled since it started: the item side of the cost comparison on the
-operator's page (`shared.costs`), counted from each drain session's report, so it is exact for this process."""
+operator's page (`shared.costs`), counted as each result record is written (where the drain session's report
+counts them), so it keeps pace with the transactions counted meanwhile."""
 
 from __future__ import annotations
 

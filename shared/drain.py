@@ -140,7 +140,6 @@ class Drainer:
             finally:
                 self.report.seconds = round(self.clock() - started, 3)
                 self.report.transactions = dict(sorted(tally.items()))
-                ACTIVITY.settled(self.report.items_ok, self.report.items_failed)
         self._log_report()
         return self.report
 
@@ -418,6 +417,7 @@ class Drainer:
         await self.results.write(record)
         self.report.items_ok += len(record.ok)
         self.report.items_failed += len(record.failed)
+        ACTIVITY.settled(len(record.ok), len(record.failed))
         if s.retry:
             delay_ms = retry_delay_ms(
                 record.attempt,

@@ -341,7 +341,7 @@
         { class: "note" },
         `Counted by this app process since ${clock(t.since)} (each instance in Azure counts its own). ` +
           "Work: every storage request but those made to answer API reads (this page's refreshes are API reads). " +
-          `Items: ${count(items)} settled (succeeded or parked) by this process's drainers, from their session reports. ` +
+          `Items: ${count(items)} settled (succeeded or parked) by this process's drainers, counted as each result is recorded. ` +
           "Built-in queue trigger: 2.0625 transactions per item (enqueue, delete and 1/16 of a GetMessages of 16), " +
           "leaving out its idle polling and retries, so at least that. Neither side includes the Functions host's own storage traffic.",
       ),
