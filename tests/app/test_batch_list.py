@@ -151,6 +151,32 @@ async def test_api_reads_are_counted_apart_from_the_work_it_is_compared_with(con
     assert second["saved"] == second["builtin_queue_trigger"]["total"] - second["work"]["total"]
 
 
+async def test_a_refresh_of_the_page_costs_five_reads_a_partition_and_one_listing_plus_one_a_batch(
+    configure, app_functions
+):
+    configure(publisher=RecordingPublisher(), WORK_QUEUE_PARTITIONS="2")
+    for n in range(3):
+        await submit(app_functions, sales(f"r{n}", 2))
+
+    async def refresh() -> dict[str, int]:
+        with metering.tally() as spent:
+            for name, request in (
+                ("queue_status", http_request("GET", "/api/queues")),
+                ("poison_list", http_request("GET", "/api/poison")),
+            ):
+                assert (await app_functions[name](request)).status_code == 200
+            code, _ = await listed(app_functions, limit="10")
+            assert code == 200
+        return dict(spent)
+
+    await refresh()  # the first look reads the back-off state and creates the poison queues once per process
+    assert await refresh() == {
+        "queue.GetQueueMetadata": 3 * 2,  # depth and poison depth (queues), poison depth (poison), per partition
+        "blob.ListBlobs": 2 + 1 + 3,  # drain leases per partition; the index; each listed batch's results
+        "queue.PeekMessages": 2,  # the first parked chunks, per partition
+    }
+
+
 async def test_the_page_is_one_document_that_runs_only_its_own_inline_style_and_script(app_functions):
     response = await app_functions["dashboard"](http_request("GET", "/api/dashboard"))
     assert response.status_code == 200
