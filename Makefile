@@ -4,10 +4,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PY_OK  := $(VENV)/.installed
 NODE_OK := node_modules/.installed
-# The browser tests drive Debian's Chromium through Playwright (which never downloads a browser of its own).
-CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup run test test-fast lint format mypy check clean bench bench-quick reliability
+.PHONY: chromium setup run test test-fast lint format mypy check clean bench bench-quick reliability
 
 $(PY_OK): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,11 +20,13 @@ $(NODE_OK): package.json package-lock.json
 local.settings.json:
 	cp local.settings.json.sample $@
 
+# The browser tests drive Debian's Chromium through Playwright (which never downloads a browser of its own).
 # Installed when missing: as root (CI) with apt-get, else with sudo if it needs no password; otherwise say how.
 # Without it the browser tests skip, and under CI=true they fail.
-$(CHROMIUM):
-	@if ! command -v apt-get >/dev/null; then \
-		echo "setup: no apt-get here; install Chromium at $(CHROMIUM) for the browser tests" >&2; \
+chromium:
+	@if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then :; \
+	elif ! command -v apt-get >/dev/null; then \
+		echo "setup: no apt-get here; install Chromium (on PATH as chromium) for the browser tests" >&2; \
 	elif [ "$$(id -u)" = 0 ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then \
@@ -35,7 +35,7 @@ $(CHROMIUM):
 		echo "setup: the browser tests need Debian's chromium: sudo apt-get install chromium" >&2; \
 	fi
 
-setup: $(PY_OK) $(NODE_OK) local.settings.json $(CHROMIUM)
+setup: $(PY_OK) $(NODE_OK) local.settings.json chromium
 
 ## make run: Azurite + the Service Bus stand-in + the local function host on :7071 (Ctrl-C stops all three)
 run: setup

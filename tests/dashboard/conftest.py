@@ -2,13 +2,15 @@
 local stack: Azurite, the Service Bus stand-in and the local host running the real function_app.py with function
 keys checked from file-based secret storage, as in Azure.
 
-Playwright never downloads a browser here: it launches /usr/bin/chromium with a fresh profile. Under CI=true a
+Playwright never downloads a browser here: it launches the `chromium` on PATH with a fresh profile. Under CI=true a
 missing browser or stack is a failure (`tests.conftest.unavailable`).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,7 +25,8 @@ from tests.faults.stack import started
 from tests.host.test_keys import HOST_KEY, MASTER, write_secrets
 from tests.hostile.conftest import HostileStack
 
-CHROMIUM = Path("/usr/bin/chromium")
+# Debian's package puts `chromium` on PATH; CHROMIUM names another build of it.
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -80,14 +83,14 @@ def chromium() -> Iterator[Any]:
     except ImportError as e:
         unavailable("Playwright", e)
         raise
-    if not CHROMIUM.exists():
-        unavailable("Chromium", FileNotFoundError(f"{CHROMIUM} (make setup installs Debian's chromium)"))
+    if not CHROMIUM:
+        unavailable("Chromium", FileNotFoundError("no chromium on PATH (make setup installs Debian's chromium)"))
     playwright = sync_playwright().start()
     try:
         with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile:
             try:
                 context = playwright.chromium.launch_persistent_context(
-                    profile, executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+                    profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
                 )
             except Error as e:
                 unavailable("Chromium", e)
