@@ -54,3 +54,23 @@ async def record_items(items: Sequence[Any]) -> None:
 async def noop_items(items: Sequence[Any]) -> None:
     """The peers' no-op handler for throughput runs."""
     return None
+
+
+CPU_MS_ENV = "BENCH_CPU_MS_PER_ITEM"
+
+
+def _burn(seconds: float) -> None:
+    """Spend this much CPU time in this thread (a wait for the GIL does not count)."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def cpu(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
+    """A CPU-bound chunk handler for the scale-out bench: BENCH_CPU_MS_PER_ITEM of CPU per item (1 ms if unset),
+    then one record line `<monotonic seconds> <pid> <items>`, so each host's share can be counted."""
+    _burn(len(items) * float(os.environ.get(CPU_MS_ENV) or 1.0) / 1000)
+    fd = _descriptor()
+    if fd is not None:
+        os.write(fd, f"{time.monotonic():.6f} {os.getpid()} {len(items)}\n".encode("ascii"))
+    return ChunkResult([_OK] * len(items))
