@@ -11,6 +11,13 @@ def drainers_for_depth(depth: int, *, per_drainer: int, maximum: int) -> int:
     return max(1, min(maximum, math.ceil(max(0, depth) / per_drainer)))
 
 
+def deserves_slot(slot: int, depth: int, *, per_drainer: int, maximum: int) -> bool:
+    """Whether the drainer of `slot` should go on (`continue`) at this depth: drainers beyond what the depth
+    deserves end instead, so the platform's count of trigger events in flight, and its instances, shrink as the
+    backlog falls. Slot 0 always goes on while work remains."""
+    return slot < drainers_for_depth(depth, per_drainer=per_drainer, maximum=maximum)
+
+
 def coalesce_due(due_ms: Iterable[int], *, window_ms: int) -> list[int]:
     """Group wake-up times so that one event per `window_ms` covers all: each group wakes at its latest
     time, when every message in it is visible again."""

@@ -91,8 +91,10 @@ class Settings:
     visibility_timeout_s: int = field(default=30, metadata=env("VISIBILITY_TIMEOUT_S", minimum=1, maximum=7 * 86400))
     drain_budget_s: float = field(default=240.0, metadata=env("DRAIN_BUDGET_S", minimum=1))
     lease_s: int = field(default=30, metadata=env("LEASE_S", minimum=15, maximum=60))
-    max_drainers_per_queue: int = field(default=4, metadata=env("MAX_DRAINERS_PER_QUEUE", minimum=1, maximum=64))
-    scale_out_depth: int = field(default=200, metadata=env("SCALE_OUT_DEPTH", minimum=1))
+    max_drainers_per_queue: int = field(
+        default=100, metadata=env("MAX_DRAINERS_PER_QUEUE", minimum=1, maximum=1000)
+    )  # Flex Consumption's default maximumInstanceCount: one drainer per instance (host.json maxConcurrentCalls 1)
+    scale_out_depth: int = field(default=50, metadata=env("SCALE_OUT_DEPTH", minimum=1))
     max_dequeue_count: int = field(default=5, metadata=env("MAX_DEQUEUE_COUNT", minimum=1, maximum=100))
     retry_base_delay_ms: int = field(default=1_000, metadata=env("RETRY_BASE_DELAY_MS", minimum=0))
     retry_max_delay_ms: int = field(default=300_000, metadata=env("RETRY_MAX_DELAY_MS", minimum=0))
