@@ -39,7 +39,7 @@ from shared.handlers import ChunkContext, ChunkResult, ItemOutcome, checked, is_
 from shared.leases import DrainLease
 from shared.result_store import ResultWriter
 from shared.runtime import Services
-from shared.scaling import coalesce_due, drainers_for_depth
+from shared.scaling import coalesce_due, deserves_slot, drainers_for_depth
 from shared.settings import INLINE_MAX_BYTES, QUEUE_MESSAGE_MAX_BYTES
 from shared.settlement import Failure, Settlement, settle
 from shared.storage import read_bytes, read_json, translated, write_bytes
@@ -163,6 +163,8 @@ class Drainer:
                         # Storage is failing: come back a little later rather than spin on it.
                         await self._publish(Reason.CONTINUE, at=utcnow() + timedelta(seconds=STORAGE_RETRY_S))
                         self.report.outcome = "storage-failed"
+                    elif more and not await self._still_deserved():
+                        self.report.outcome = "shrunk"  # the backlog no longer needs this slot's instance
                     elif more:
                         await self._publish(Reason.CONTINUE)
                         self.report.outcome = "budget" if self._out_of_time() else "lease-lost"
@@ -535,14 +537,30 @@ class Drainer:
         if self.clock() - self._last_scale_check < SCALE_CHECK_S:
             return
         self._last_scale_check = self.clock()
-        async with translated(f"depth of {self.queue_name}"):
-            depth = (await self.queue.get_queue_properties()).approximate_message_count or 0
+        depth = await self._depth()
         wanted = drainers_for_depth(
             depth, per_drainer=self.settings.scale_out_depth, maximum=self.settings.max_drainers_per_queue
         )
         for slot in range(self._recruited, wanted):
             await self._publish(Reason.SCALE_OUT, slot=slot)
         self._recruited = max(self._recruited, wanted)
+
+    async def _still_deserved(self) -> bool:
+        """Whether this slot should go on at today's depth (slot 0 always does; a failed probe says yes)."""
+        if self.slot == 0:
+            return True
+        try:
+            depth = await self._depth()
+        except StorageError as e:
+            log.warning("depth of %s unknown; slot %d goes on: %s", self.queue_name, self.slot, e)
+            return True
+        return deserves_slot(
+            self.slot, depth, per_drainer=self.settings.scale_out_depth, maximum=self.settings.max_drainers_per_queue
+        )
+
+    async def _depth(self) -> int:
+        async with translated(f"depth of {self.queue_name}"):
+            return (await self.queue.get_queue_properties()).approximate_message_count or 0
 
     def _watchdog_delay_s(self) -> int:
         return max(self.settings.lease_s, self.settings.visibility_timeout_s) + WATCHDOG_MARGIN_S

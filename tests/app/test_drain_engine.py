@@ -255,6 +255,25 @@ async def test_a_drain_out_of_time_publishes_continue_and_the_next_one_finishes(
     assert (await read_batch_status(services, batch_id))["status"] == "completed"
 
 
+@pytest.mark.parametrize(("scale_out_depth", "outcome", "continues"), [("50", "shrunk", 0), ("2", "budget", 1)])
+async def test_a_recruited_drainer_out_of_time_goes_on_only_while_the_depth_deserves_its_slot(
+    configure, scale_out_depth, outcome, continues
+):
+    """10 chunks waiting: at 50 per drainer they deserve one drainer, so slot 1 ends and its instance can go;
+    at 2 per drainer they deserve five, so slot 1 publishes `continue` for itself."""
+    publisher = RecordingPublisher()
+    services = configure(
+        publisher=publisher, HANDLER="tests.app.handlers:record", CHUNK_MAX_ITEMS="5", SCALE_OUT_DEPTH=scale_out_depth
+    )
+    await submit_ids(services, [f"s-{i}" for i in range(50)])
+
+    spent = await Drainer(services, services.settings.work_queue, slot=1, budget_s=0).run()
+
+    assert spent.outcome == outcome
+    assert publisher.reasons().count("continue") == continues
+    assert await queue_depth(services.storage.queue(services.settings.work_queue)) == 10  # nothing taken or lost
+
+
 async def test_an_idempotency_key_returns_the_same_batch_and_enqueues_nothing_twice(configure):
     services = configure(HANDLER="tests.app.handlers:record", CHUNK_MAX_ITEMS="10")
     ids = [f"i-{i}" for i in range(35)]
