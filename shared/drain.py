@@ -237,7 +237,9 @@ class Drainer:
                 return "empty"
             self.report.messages += len(page)
             if len(page) == self.settings.receive_batch:
-                if len(self._receivers) < self.settings.receivers:
+                # Grow only while the handlers keep up: a receiver whose page would wait for a chunk slot
+                # only hides messages that another instance's drainer could be working on.
+                if len(self._receivers) < self.settings.receivers and not self._slots.locked():
                     self._spawn_receiver(lease)
                 await self._maybe_scale_out()
             await asyncio.gather(*(self._handle(item) for item in page))
