@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PY_OK  := $(VENV)/.installed
 NODE_OK := node_modules/.installed
 
-.PHONY: chromium setup run test test-fast lint format mypy check clean bench bench-quick reliability
+.PHONY: chromium setup run test test-fast lint format mypy check clean bench bench-platform bench-quick reliability
 
 $(PY_OK): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -72,7 +72,15 @@ clean:
 
 ## make bench: every benchmark figure side by side in one run -> bench/results/latest.json, BENCHMARKS.md
 bench: setup
+	$(BIN)/python -m bench.platform
+	$(BIN)/python -m bench.scale_out
 	$(BIN)/python -m bench
+
+## make bench-platform: the platform model and 1 vs 2 local hosts -> bench/results/, BENCHMARKS.md (about 8 min)
+bench-platform: setup
+	$(BIN)/python -m bench.platform
+	$(BIN)/python -m bench.scale_out
+	$(BIN)/python -m bench --report-only
 
 ## make bench-quick: the same run at small sizes (under 5 minutes) -> bench/results/quick.json
 bench-quick: setup

@@ -59,11 +59,25 @@ async def noop_items(items: Sequence[Any]) -> None:
 CPU_MS_ENV = "BENCH_CPU_MS_PER_ITEM"
 
 
+_loops_per_ms: int | None = None
+
+
+def _spin(n: int) -> int:
+    x = 1
+    for _ in range(n):
+        x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+    return x
+
+
 def _burn(seconds: float) -> None:
-    """Spend this much CPU time in this thread (a wait for the GIL does not count)."""
-    end = time.thread_time() + seconds
-    while time.thread_time() < end:
-        pass
+    """Spend about this much CPU: a pure-Python loop (it holds the GIL, as real Python work does), sized once
+    per process against this thread's CPU clock, so no clock is read while it runs."""
+    global _loops_per_ms
+    if _loops_per_ms is None:
+        n, started = 200_000, time.thread_time()
+        _spin(n)
+        _loops_per_ms = max(1, int(n / max((time.thread_time() - started) * 1000, 1e-3)))
+    _spin(int(seconds * 1000 * _loops_per_ms))
 
 
 def cpu(items: Sequence[Any], context: ChunkContext) -> ChunkResult:

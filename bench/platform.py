@@ -451,6 +451,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = measure(replace(PlatformParams(), max_instances=args.max_instances), args.seed)
     args.json.write_text(json.dumps(result, indent=2) + "\n")
+    from bench.plots import platform_plot  # matplotlib only where a figure is drawn
+
+    platform_plot(result, args.json.with_name("platform-scale.png"))
     for row in result["grid"]:
         print(
             f"{row['items']:>11,} items x {row['cpu_ms_per_item']:>5} ms: "

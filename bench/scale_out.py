@@ -101,7 +101,7 @@ async def measure(items: int, cpu_ms: float, rounds: int, run_dir: Path) -> dict
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.scale_out", description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, default=40_000)
+    parser.add_argument("--items", type=int, default=120_000)
     parser.add_argument("--cpu-ms-per-item", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--json", type=Path, default=RESULTS / "scale_out.json")
