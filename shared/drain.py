@@ -42,7 +42,7 @@ from shared.runtime import Services
 from shared.scaling import coalesce_due, deserves_slot, drainers_for_depth
 from shared.settings import INLINE_MAX_BYTES, QUEUE_MESSAGE_MAX_BYTES
 from shared.settlement import Failure, Settlement, settle
-from shared.storage import read_bytes, read_json, translated, write_bytes
+from shared.storage import NEVER_EXPIRES, read_bytes, read_json, translated, write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -334,13 +334,13 @@ class Drainer:
         return await self._work(item, msg)
 
     async def _admission(self, header: ChunkHeader) -> Admission:
-        committed = self.s.committed.get(header.batch_id)
+        committed = self.s.committed.get(header.batch_id, now=self.clock())
         if committed is not None:
             return Admission.PROCESS if committed == header.attempt else Admission.STALE
         manifest = await self._manifest(header.batch_id)
         verdict = admit(manifest, header.attempt, now=utcnow(), staging_ttl_s=self.settings.staging_ttl_s)
         if verdict is Admission.PROCESS:
-            self.s.committed[header.batch_id] = manifest.attempt
+            self.s.committed.put(header.batch_id, manifest.attempt, now=self.clock())
         return verdict
 
     async def _manifest(self, batch_id: str) -> Manifest:
@@ -468,7 +468,7 @@ class Drainer:
         more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
         info = poison.PoisonInfo(self.queue_name, first + more, len(failures), attempt, utcnow().isoformat())
         async with translated(f"send to {self.poison_queue.queue_name}"):
-            await self.poison_queue.send_message(poison.encode(info, chunk_text))
+            await self.poison_queue.send_message(poison.encode(info, chunk_text), time_to_live=NEVER_EXPIRES)
         log.warning(
             "poisoned %d item(s) of chunk %d of batch %s to %s: %s",
             len(failures), header.chunk, header.batch_id, self.poison_queue.queue_name, first + more,
@@ -483,7 +483,7 @@ class Drainer:
             await write_bytes(self.batches, blob, str(item.message.content).encode("utf-8"))
             text = poison.encode_raw(info, json.dumps({"blob": blob}))
         async with translated(f"send to {self.poison_queue.queue_name}"):
-            await self.poison_queue.send_message(text)
+            await self.poison_queue.send_message(text, time_to_live=NEVER_EXPIRES)
         log.warning("message %s of %s moved to the poison queue: %s", item.message.id, self.queue_name, reason)
         await self._delete(item)
 
@@ -539,7 +539,11 @@ class Drainer:
         if self.clock() - self._last_scale_check < SCALE_CHECK_S:
             return
         self._last_scale_check = self.clock()
-        depth = await self._depth()
+        try:
+            depth = await self._depth()
+        except StorageError as e:  # a probe is best effort: the receive loop goes on, the next probe may work
+            log.warning("scale-out probe of %s failed; trying again later: %s", self.queue_name, e)
+            return
         wanted = drainers_for_depth(
             depth, per_drainer=self.settings.scale_out_depth, maximum=self.settings.max_drainers_per_queue
         )
@@ -570,7 +574,9 @@ class Drainer:
     async def _schedule_watchdog(self) -> None:
         delay = self._watchdog_delay_s()
         number = await self._publish(Reason.WATCHDOG, slot=self.slot, at=utcnow() + timedelta(seconds=delay))
-        previous, self._watchdog = self._watchdog, (number, self.clock() + delay) if number is not None else None
+        if number is None:
+            return  # the old watchdog (if any) stays: it is cancelled only once its successor exists
+        previous, self._watchdog = self._watchdog, (number, self.clock() + delay)
         if previous is not None:
             await self._cancel(previous[0])
 

@@ -26,7 +26,7 @@ from shared.errors import (
 from shared.events import Reason, TriggerEvent
 from shared.result_store import list_entries
 from shared.runtime import Services
-from shared.storage import read_json, translated, write_json
+from shared.storage import NEVER_EXPIRES, read_json, translated, write_json
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +193,7 @@ async def _replay_one(services: Services, client: Any, message: QueueMessage, pa
     await _mark_retrying(services, chunk.header)
     work = await services.storage.ensure_queue(parked.message.info.queue)
     async with translated(f"re-enqueue to {parked.message.info.queue}"):
-        await work.send_message(parked.message.chunk_text)
+        await work.send_message(parked.message.chunk_text, time_to_live=NEVER_EXPIRES)
     async with translated(f"delete {message.id} from {parked.queue}"):
         await client.delete_message(message)
     log.info(

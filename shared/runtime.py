@@ -20,6 +20,7 @@ from shared.metering import TransactionCounter
 from shared.publisher import Publisher, ServiceBusPublisher
 from shared.settings import Settings
 from shared.storage import Storage
+from shared.verdicts import CommittedAttempts
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +37,8 @@ class Services:
     backoff: BackoffStore
     # (queue, slot) pairs this process is draining right now: a duplicate trigger costs no transaction.
     draining: set[tuple[str, int]] = field(default_factory=set)
-    # batch id -> committed attempt, for batches whose manifest was read as accepted (immutable from then on).
-    committed: dict[str, str] = field(default_factory=dict)
+    # batch id -> committed attempt, for batches whose manifest was read as accepted; bounded in size and age.
+    committed: CommittedAttempts = field(default_factory=CommittedAttempts)
 
     async def close(self) -> None:
         await self.publisher.close()

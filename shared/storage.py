@@ -38,6 +38,9 @@ from shared.settings import Settings, StorageConnection
 
 log = logging.getLogger(__name__)
 
+# Work and poison messages never expire on their own (the service's default is 7 days): a parked chunk or a
+# backlog older than a week must not vanish, leaving its batch "processing" for ever.
+NEVER_EXPIRES = -1
 JSON_CONTENT = ContentSettings(content_type="application/json")
 GZIP_CONTENT = ContentSettings(content_type="application/json", content_encoding="gzip")
 # The storage SDK's own retry waits 15 s, 18 s, 24 s; a drainer would rather hand over (a delayed `continue`)

@@ -30,7 +30,7 @@ from shared.errors import (
 from shared.events import Reason, TriggerEvent
 from shared.intake import Limits, decode_body
 from shared.runtime import Services
-from shared.storage import read_json, translated, write_bytes, write_json
+from shared.storage import NEVER_EXPIRES, read_json, translated, write_bytes, write_json
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ async def store(services: Services, outgoing: Sequence[Outgoing]) -> None:
             if item.blob is not None:
                 await write_bytes(container, item.blob[0], item.blob[1], gzip_json=True)
             async with translated(f"enqueue to {item.queue}"):
-                await queues[item.queue].send_message(item.text)
+                await queues[item.queue].send_message(item.text, time_to_live=NEVER_EXPIRES)
 
     # Every store finishes (or fails) before the request answers: no write outlives a failed submit.
     results = await asyncio.gather(*(one(o) for o in outgoing), return_exceptions=True)

@@ -1,0 +1,39 @@
+"""The drainers' memory of which attempt of a batch was committed: bounded in size and in age (pure).
+
+A long-lived host meets one batch after another; an unbounded map grows by one entry per batch for ever.
+And a verdict must not outlive the manifest it came from: a lifecycle rule may delete the manifest, after
+which the batch's chunks (if any still came) must be judged again. So an entry is forgotten after
+`max_age_s`, and the oldest go first when there are more than `max_entries`.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+MAX_ENTRIES = 10_000
+MAX_AGE_S = 3_600.0  # far shorter than any lifecycle rule (days), far longer than a drain session
+
+
+class CommittedAttempts:
+    def __init__(self, *, max_entries: int = MAX_ENTRIES, max_age_s: float = MAX_AGE_S) -> None:
+        self.max_entries, self.max_age_s = max_entries, max_age_s
+        self._entries: OrderedDict[str, tuple[str, float]] = OrderedDict()
+
+    def get(self, batch_id: str, *, now: float) -> str | None:
+        entry = self._entries.get(batch_id)
+        if entry is None:
+            return None
+        attempt, stored = entry
+        if now - stored > self.max_age_s:
+            del self._entries[batch_id]
+            return None
+        return attempt
+
+    def put(self, batch_id: str, attempt: str, *, now: float) -> None:
+        self._entries.pop(batch_id, None)
+        self._entries[batch_id] = (attempt, now)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
