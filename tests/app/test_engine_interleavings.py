@@ -86,20 +86,23 @@ async def test_work_and_poison_messages_never_expire_on_their_own(configure):
     await submit_ids(services, ["ok-1", "perm-1"])
     work = services.storage.queue(services.settings.work_queue)
     (queued,) = await work.peek_messages(max_messages=32)
-    assert queued.expires_on is not None and queued.expires_on >= NEVER, queued.expires_on
+    assert queued.expires_on is not None
+    assert queued.expires_on >= NEVER, queued.expires_on
 
     await drain_all(services)
 
     poison = services.storage.queue(services.settings.poison_queue(services.settings.work_queue))
     (parked,) = await poison.peek_messages(max_messages=32)
-    assert parked.expires_on is not None and parked.expires_on >= NEVER, parked.expires_on
+    assert parked.expires_on is not None
+    assert parked.expires_on >= NEVER, parked.expires_on
     assert len(await poison_messages(services)) == 1
 
     from shared import replay
 
     await replay.replay(services)
     (replayed,) = await work.peek_messages(max_messages=32)
-    assert replayed.expires_on is not None and replayed.expires_on >= NEVER, replayed.expires_on
+    assert replayed.expires_on is not None
+    assert replayed.expires_on >= NEVER, replayed.expires_on
 
 
 # -- 11: a failed watchdog reschedule --------------------------------------------------------------------------
@@ -138,4 +141,5 @@ async def test_a_failed_watchdog_reschedule_keeps_the_previous_watchdog(configur
         assert drainer._watchdog[0] == first, "and is still the one the drainer will cancel on a clean exit"
     else:
         assert publisher.cancelled == [first], "the old one goes once the new one exists"
-    assert watchdogs[-1] is not None and watchdogs[-1] > datetime.now(timezone.utc) + timedelta(seconds=10)
+    assert watchdogs[-1] is not None
+    assert watchdogs[-1] > datetime.now(timezone.utc) + timedelta(seconds=10)
