@@ -62,6 +62,9 @@ class Manifest:
     created_at: str
     accepted_at: str | None = None
     trigger: str | None = None  # published | deferred, once accepted
+    # When this attempt began (a resumed submission keeps the batch's created_at for its readers, but its
+    # chunks must be judged by their own attempt's age). None in manifests written before it existed.
+    attempt_started_at: str | None = None
 
     @property
     def chunks(self) -> int:
@@ -106,5 +109,6 @@ def admit(manifest: Manifest, attempt: str, *, now: datetime, staging_ttl_s: int
         return Admission.STALE
     if manifest.state is State.ACCEPTED:
         return Admission.PROCESS
-    age_s = (now - datetime.fromisoformat(manifest.created_at)).total_seconds()
+    started = manifest.attempt_started_at or manifest.created_at
+    age_s = (now - datetime.fromisoformat(started)).total_seconds()
     return Admission.ABANDONED if age_s > staging_ttl_s else Admission.WAIT

@@ -137,7 +137,10 @@ async def claim(container: ContainerClient, manifest: Manifest) -> tuple[Manifes
     if existing.state is State.ACCEPTED:
         return Submitted(existing, existing.trigger or "published", replayed=True)
     # An earlier attempt stopped halfway. A fresh attempt id makes whatever it enqueued stale.
-    resumed = replace(manifest, attempt=new_attempt(), created_at=existing.created_at)
+    # It keeps the batch's created_at for readers, but its chunks are judged by this attempt's own start.
+    resumed = replace(
+        manifest, attempt=new_attempt(), created_at=existing.created_at, attempt_started_at=manifest.created_at
+    )
     try:
         etag = await write_json(container, name, resumed.to_json(), etag=etag)
     except PreconditionFailed:

@@ -143,3 +143,41 @@ async def test_a_failed_watchdog_reschedule_keeps_the_previous_watchdog(configur
         assert publisher.cancelled == [first], "the old one goes once the new one exists"
     assert watchdogs[-1] is not None
     assert watchdogs[-1] > datetime.now(timezone.utc) + timedelta(seconds=10)
+
+
+# -- 1: a resumed submit later than STAGING_TTL_S ---------------------------------------------------------------
+
+
+async def test_a_resumed_submit_is_judged_by_its_own_attempt_not_the_first_one(configure):
+    """The first attempt began two hours ago and stopped; the key's retry comes now. A drainer that meets a
+    chunk of the retry while it is still enqueueing must wait for it, not discard it as abandoned."""
+    from shared.batches import Manifest, State, items_digest, new_attempt, new_batch_id
+    from shared.chunking import plan_chunks
+    from shared.intake import encode_item
+    from shared.submit import claim, prepare, store
+    from tests.app.test_drain_engine import SALE
+
+    services = configure(HANDLER="tests.app.handlers:record", CHUNK_MAX_ITEMS="10", STAGING_TTL_S="3600")
+    items = [encode_item({"id": f"r-{i}", **SALE}) for i in range(20)]
+    chunks = plan_chunks(items, max_items=10, max_bytes=10**6)
+    queue = services.settings.work_queue
+    long_ago = datetime.now(timezone.utc) - timedelta(hours=2)
+    batch_id = new_batch_id("late-retry")
+
+    def manifest(at: datetime) -> Manifest:
+        return Manifest(
+            batch_id, new_attempt(), State.STAGING, 20, (10, 10), (queue,), items_digest(items), at.isoformat()
+        )
+
+    container = await services.storage.ensure_container(services.settings.batches_container)
+    await claim(container, manifest(long_ago))  # the first attempt, which stopped before enqueueing
+    resumed = await claim(container, manifest(datetime.now(timezone.utc)))  # the key's retry, now
+    assert isinstance(resumed, tuple)
+    assert resumed[0].created_at == long_ago.isoformat(), "readers still see when the batch was first created"
+    await store(services, prepare(resumed[0], chunks[:1], [queue]))  # still enqueueing: one chunk so far
+
+    report = await Drainer(services, queue).run()
+
+    assert report.waiting == 1, "the retry's chunk is put back until the retry commits"
+    assert await services.storage.queue(queue).peek_messages() == [], "hidden for a moment, not deleted"
+    assert (await services.storage.queue(queue).get_queue_properties()).approximate_message_count == 1
