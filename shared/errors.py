@@ -64,6 +64,13 @@ class IdempotencyConflict(RequestError):
     code = "idempotency_conflict"
 
 
+class ReplayConflict(RequestError):
+    """Raised when a parked chunk's result record kept changing under a replay; the chunk stays parked."""
+
+    status = 409
+    code = "replay_conflict"
+
+
 class NotFound(RequestError):
     """Raised when a requested resource (a batch, a poison chunk) does not exist."""
 

@@ -19,6 +19,7 @@ from shared.errors import (
     MalformedEnvelope,
     NotFound,
     PreconditionFailed,
+    ReplayConflict,
     ResourceMissing,
     StorageError,
     TriggerUnavailable,
@@ -31,6 +32,7 @@ from shared.storage import NEVER_EXPIRES, read_json, translated, write_json
 log = logging.getLogger(__name__)
 
 PAGE = 32
+MARK_ATTEMPTS = 5  # reads of a parent record that keeps changing under a replay before giving up
 HIDE_S = 30  # how long a scanned poison message stays hidden from other operators while we look at it
 
 
@@ -116,7 +118,13 @@ async def replay(
         if parked.message.chunk_text is None:
             skipped.append({**parked.summary(), "why": "not a chunk: inspect it and fix it by hand"})
             return False
-        await _replay_one(services, client, message, parked)
+        try:
+            why = await _replay_one(services, client, message, parked)
+        except ReplayConflict as e:
+            why = e.message
+        if why is not None:
+            skipped.append({**parked.summary(), "why": why})
+            return False
         replayed.append(parked.summary())
         touched.add(parked.message.info.queue)
         return True
@@ -187,10 +195,12 @@ async def _unhide(client: Any, name: str, messages: list[QueueMessage]) -> None:
             log.warning("could not unhide %s in %s (%s); it reappears within %d s", message.id, name, e, HIDE_S)
 
 
-async def _replay_one(services: Services, client: Any, message: QueueMessage, parked: Parked) -> None:
+async def _replay_one(services: Services, client: Any, message: QueueMessage, parked: Parked) -> str | None:
+    """Re-enqueue one parked chunk; None when done, else why it was left parked."""
     assert parked.message.chunk_text is not None
     chunk = envelope.decode(parked.message.chunk_text)
-    await _mark_retrying(services, chunk.header)
+    if not await _mark_retrying(services, chunk.header):
+        return "its items are no longer failed (a later attempt settled them, or it was replayed already)"
     work = await services.storage.ensure_queue(parked.message.info.queue)
     async with translated(f"re-enqueue to {parked.message.info.queue}"):
         await work.send_message(parked.message.chunk_text, time_to_live=NEVER_EXPIRES)
@@ -200,37 +210,50 @@ async def _replay_one(services: Services, client: Any, message: QueueMessage, pa
         "replayed chunk %d of batch %s (%d item(s)) from %s",
         chunk.header.chunk, chunk.header.batch_id, parked.message.info.failed, parked.queue,
     )  # fmt: skip
+    return None
 
 
-async def _mark_retrying(services: Services, header: envelope.ChunkHeader) -> None:
+async def _mark_retrying(services: Services, header: envelope.ChunkHeader) -> bool:
     """In the parent generation's result record, the replayed items move from `failed` to `retrying`,
     so the batch counts them once more as pending, then by their new outcome. The record is changed where it
-    is (its blob rewritten over the version read), so it stays the newest of its lineage."""
+    is (its blob rewritten over the version read), so it stays the newest of its lineage.
+
+    False when no parent holds these items as failed any more: replaying them would count them twice. A
+    concurrent change of the record (another replay, a redelivery) is met by reading it again; if it keeps
+    changing, ReplayConflict, and the chunk stays parked."""
     positions = set(header.positions or [])
     container = services.storage.container(services.settings.results_container)
-    parents = [
-        e
-        for e in results.newest(await list_entries(container, header.batch_id))
-        if (e.chunk, e.gen) == (header.chunk, header.gen - 1) and e.failed
-    ]
-    for entry in parents:
-        try:
-            doc, etag = await read_json(container, entry.blob)
-        except ResourceMissing:
-            continue
-        record = results.select(doc, entry)
-        if record is None:
-            continue
-        moving = [f for f in record["failed"] if f["i"] in positions]
-        if not moving:
-            continue
-        record["failed"] = [f for f in record["failed"] if f["i"] not in positions]
-        record["retrying"] = sorted(set(record["retrying"]) | {f["i"] for f in moving})
-        try:
-            await write_json(container, entry.blob, doc, etag=etag, metadata=results.blob_metadata(doc))
-        except PreconditionFailed:
-            log.warning("result blob %s changed while replaying; leaving it", entry.blob)
-        return
+    for _ in range(MARK_ATTEMPTS):
+        parents = [
+            e
+            for e in results.newest(await list_entries(container, header.batch_id))
+            if (e.chunk, e.gen) == (header.chunk, header.gen - 1) and e.failed
+        ]
+        for entry in parents:
+            try:
+                doc, etag = await read_json(container, entry.blob)
+            except ResourceMissing:
+                continue
+            record = results.select(doc, entry)
+            if record is None:
+                continue
+            moving = [f for f in record["failed"] if f["i"] in positions]
+            if not moving:
+                continue
+            record["failed"] = [f for f in record["failed"] if f["i"] not in positions]
+            record["retrying"] = sorted(set(record["retrying"]) | {f["i"] for f in moving})
+            try:
+                await write_json(container, entry.blob, doc, etag=etag, metadata=results.blob_metadata(doc))
+            except PreconditionFailed:
+                log.warning("result blob %s changed while replaying; reading it again", entry.blob)
+                break  # read the lineage again from the listing
+            return True
+        else:
+            return False
+    raise ReplayConflict(
+        f"the result record of chunk {header.chunk} of batch {header.batch_id} kept changing; replay it again",
+        batch_id=header.batch_id,
+    )
 
 
 async def _ring(services: Services, queues: set[str]) -> None:

@@ -181,3 +181,92 @@ async def test_a_resumed_submit_is_judged_by_its_own_attempt_not_the_first_one(c
     assert report.waiting == 1, "the retry's chunk is put back until the retry commits"
     assert await services.storage.queue(queue).peek_messages() == [], "hidden for a moment, not deleted"
     assert (await services.storage.queue(queue).get_queue_properties()).approximate_message_count == 1
+
+
+# -- 7 and 10: replay races ---------------------------------------------------------------------------------
+
+FIXED = {"now": False}
+
+
+async def fixable(items: list[Any], context: Any) -> Any:
+    """`bad-*` items fail permanently until FIXED["now"]; everything else succeeds."""
+    from shared.handlers import ChunkResult, ItemOutcome
+
+    out = []
+    for item in items:
+        handlers.calls[item["id"]] += 1
+        broken = item["id"].startswith("bad-") and not FIXED["now"]
+        out.append(ItemOutcome.failure("bad item", retryable=False) if broken else ItemOutcome.success())
+    return ChunkResult(out)
+
+
+@pytest.fixture
+def fixable_handler():
+    FIXED["now"] = False
+    yield "tests.app.test_engine_interleavings:fixable"
+    FIXED["now"] = False
+
+
+async def parked_then_fixed(configure, handler: str) -> tuple[Any, str]:
+    services = configure(publisher=RecordingPublisher(), HANDLER=handler, CHUNK_MAX_ITEMS="10")
+    batch_id = await submit_ids(services, ["ok-1", "bad-1", "ok-2"])
+    await drain_all(services)
+    assert len(await poison_messages(services)) == 1
+    FIXED["now"] = True
+    return services, batch_id
+
+
+async def counts(services: Any, batch_id: str) -> dict[str, int]:
+    from shared.reports import read_batch_status
+
+    return (await read_batch_status(services, batch_id))["items"]
+
+
+async def test_a_duplicate_parked_copy_is_not_replayed_once_its_items_are_no_longer_failed(configure, fixable_handler):
+    """The same parked chunk twice in the poison queue (a send repeated after a crash): the second copy's
+    parent no longer holds its items as failed, so it is skipped, and the item is counted once."""
+    from shared import replay
+
+    services, batch_id = await parked_then_fixed(configure, fixable_handler)
+    poison = services.storage.queue(services.settings.poison_queue(services.settings.work_queue))
+    (original,) = await poison.peek_messages()
+    await poison.send_message(original.content)  # the duplicate
+
+    answer = await replay.replay(services, batch_id=batch_id)
+    await drain_all(services)
+
+    assert answer["replayed"] == 1
+    assert [s["why"] for s in answer["skipped"]] == [
+        "its items are no longer failed (a later attempt settled them, or it was replayed already)"
+    ]
+    assert await counts(services, batch_id) == {"total": 3, "succeeded": 3, "failed": 0, "pending": 0}
+    assert handlers.calls["bad-1"] == 2, "once failed, once replayed: not twice replayed"
+
+
+async def test_a_replay_meeting_a_concurrent_change_of_the_parent_record_reads_it_again(
+    configure, fixable_handler, monkeypatch
+):
+    """Between the replay's read of the parent record and its conditional write, another writer rewrites the
+    record (a concurrent replay, or a redelivery's group commit). The write's precondition fails; the replay
+    must read again and move the items, not go on with them still failed (they would count twice)."""
+    from shared import replay, results, storage
+
+    services, batch_id = await parked_then_fixed(configure, fixable_handler)
+    real_read = storage.read_json
+    raced: list[str] = []
+
+    async def read_then_race(container: Any, name: str) -> Any:
+        doc, etag = await real_read(container, name)
+        if not raced and name.startswith(f"{batch_id}/"):
+            raced.append(name)
+            # The other writer: the same record, a new etag.
+            await storage.write_json(container, name, doc, metadata=results.blob_metadata(doc))
+        return doc, etag
+
+    monkeypatch.setattr(replay, "read_json", read_then_race)
+    answer = await replay.replay(services, batch_id=batch_id)
+    await drain_all(services)
+
+    assert raced, "the race was injected"
+    assert answer["replayed"] == 1
+    assert await counts(services, batch_id) == {"total": 3, "succeeded": 3, "failed": 0, "pending": 0}
