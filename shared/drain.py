@@ -39,7 +39,7 @@ from shared.handlers import ChunkContext, ChunkResult, ItemOutcome, checked, is_
 from shared.leases import DrainLease
 from shared.result_store import ResultWriter
 from shared.runtime import Services
-from shared.scaling import coalesce_due, deserves_slot, drainers_for_depth
+from shared.scaling import deserves_slot, drainers_for_depth, wakeup_for
 from shared.settings import INLINE_MAX_BYTES, QUEUE_MESSAGE_MAX_BYTES
 from shared.settlement import Failure, Settlement, settle
 from shared.storage import NEVER_EXPIRES, read_bytes, read_json, translated, write_bytes
@@ -48,6 +48,10 @@ log = logging.getLogger(__name__)
 
 SCALE_CHECK_S = 5.0
 RETRY_WINDOW_MS = 5_000
+# A wake-up is scheduled this long after the time its message becomes visible again: the visibility is set by
+# storage's clock and the event's enqueue time by Service Bus's, both from ours, so they may differ by a
+# second or two; an early wake-up would find nothing and leave the message waiting for the fallback.
+WAKE_MARGIN_MS = 3_000
 WATCHDOG_MARGIN_S = 5
 MAX_WAIT_DELAY_S = 60
 STORAGE_RETRY_S = 10
@@ -93,6 +97,7 @@ class Received:
 
     message: QueueMessage
     received_at: float
+    visible_at_ms: int = 0  # when it reappears if we do nothing more (wall clock, ms)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property
@@ -118,8 +123,11 @@ class Drainer:
         self.clock = clock
         self.deadline = clock() + (budget_s if budget_s is not None else self.settings.drain_budget_s)
         self.report = DrainReport(queue, slot, reason.value)
-        self._due_ms: list[int] = []
-        self._watchdog: tuple[int, float] | None = None  # (sequence number, due on the monotonic clock)
+        self._wakeups: list[int] = []  # retry-due events scheduled by this drainer (wall clock, ms)
+        self._latest_visible_ms = 0  # the latest time any message this drainer hid becomes visible again
+        self._lease_held_until: datetime | None = None  # a lease this drainer could not release expires then
+        # (sequence number, due on the monotonic clock, due on the wall clock in ms)
+        self._watchdog: tuple[int, float, int] | None = None
         self._recruited = 1
         self._last_scale_check = -math.inf
         self._random = random.Random()
@@ -149,31 +157,35 @@ class Drainer:
         self.results = ResultWriter(await self.s.storage.ensure_container(self.settings.results_container))
         self.batches = await self.s.storage.ensure_container(self.settings.batches_container)
         self.poison_queue = await self.s.storage.ensure_queue(self.settings.poison_queue(self.queue_name))
-        try:
-            while True:
-                self.s.draining.add(key)
-                try:
-                    more = await self._session()
-                finally:
-                    self.s.draining.discard(key)
-                if more is None:  # the lease is someone else's: they will look again after releasing it
-                    return
-                if more or self._out_of_time():
-                    if self._storage_failed:
-                        # Storage is failing: come back a little later rather than spin on it.
-                        await self._publish(Reason.CONTINUE, at=utcnow() + timedelta(seconds=STORAGE_RETRY_S))
-                        self.report.outcome = "storage-failed"
-                    elif more and not await self._still_deserved():
-                        self.report.outcome = "shrunk"  # the backlog no longer needs this slot's instance
-                    elif more:
-                        await self._publish(Reason.CONTINUE)
-                        self.report.outcome = "budget" if self._out_of_time() else "lease-lost"
-                    return
-                # No lost wake-up: work that arrived while we held the lease is seen here.
-                if not await self._has_visible_work():
-                    return
-        finally:
-            await self._schedule_retry_wakeups()
+        while True:
+            self.s.draining.add(key)
+            try:
+                more = await self._session()
+            finally:
+                self.s.draining.discard(key)
+            if self._lease_held_until is not None:
+                # Our own lease outlives us (its release failed, or renewal did and it may still be valid): a
+                # follow-up now would find it taken and stop, so the follow-up comes when it has expired.
+                await self._publish(Reason.CONTINUE, slot=self.slot, at=self._lease_held_until)
+                self.report.outcome = "lease-unreleased"
+                return
+            if more is None:  # the lease is someone else's: they will look again after releasing it
+                return
+            if more or self._out_of_time():
+                if self._storage_failed:
+                    # Storage is failing: come back a little later rather than spin on it.
+                    later = utcnow() + timedelta(seconds=STORAGE_RETRY_S)
+                    await self._publish(Reason.CONTINUE, slot=self.slot, at=later)
+                    self.report.outcome = "storage-failed"
+                elif more and not await self._still_deserved():
+                    self.report.outcome = "shrunk"  # the backlog no longer needs this slot's instance
+                elif more:
+                    await self._publish(Reason.CONTINUE, slot=self.slot)
+                    self.report.outcome = "budget" if self._out_of_time() else "lease-lost"
+                return
+            # No lost wake-up: work that arrived while we held the lease is seen here.
+            if not await self._has_visible_work():
+                return
 
     async def _session(self) -> bool | None:
         """One lease tenure. None: lease taken; True: work may remain; False: the queue looked empty."""
@@ -189,6 +201,8 @@ class Drainer:
             more = await self._drain(lease)
         finally:
             await lease.release()
+            if not lease.released:
+                self._lease_held_until = lease.expires_at + timedelta(milliseconds=WAKE_MARGIN_MS)
         # Only a session that ends without being cancelled or crashing withdraws its watchdog.
         await watchdog
         await self._cancel_watchdog()
@@ -257,7 +271,10 @@ class Drainer:
                 page = await pager.__anext__()  # exactly one GetMessages
             except StopAsyncIteration:  # the SDK's way of saying the queue had nothing visible
                 return []
-            return [Received(m, self.clock()) async for m in page]
+            visible_at = self._epoch_ms() + self.settings.visibility_timeout_s * 1000
+            received = [Received(m, self.clock(), visible_at) async for m in page]
+            self._note_visible(visible_at)
+            return received
 
     async def _has_visible_work(self) -> bool:
         async with translated(f"peek {self.queue_name}"):
@@ -272,8 +289,9 @@ class Drainer:
         except asyncio.CancelledError:
             raise
         except StorageError as e:
-            # The message reappears after its visibility timeout and is tried again.
+            # The message reappears after its visibility timeout and is tried again: a wake-up for then.
             log.warning("chunk message %s on %s left for redelivery: %s", item.message.id, self.queue_name, e)
+            await self._wake_at(item.visible_at_ms)
         except Exception:
             log.exception("chunk message %s on %s failed unexpectedly", item.message.id, self.queue_name)
 
@@ -295,6 +313,8 @@ class Drainer:
                     )
                     item.message.pop_receipt = updated.pop_receipt
                 item.received_at = self.clock()
+                item.visible_at_ms = self._epoch_ms() + vis * 1000
+                self._note_visible(item.visible_at_ms)
         finally:
             if not task.done():
                 task.cancel()
@@ -433,8 +453,8 @@ class Drainer:
             text = await self._carry_on(msg, envelope.retry_header(header, s.retry), by_position)
             # Visibility is whole seconds: the wake-up must not come before the message is visible again.
             visible_s = math.ceil(delay_ms / 1000)
-            await self._update(item, text, visible_s)
-            self._due_ms.append(self._epoch_ms() + visible_s * 1000)
+            if await self._update(item, text, visible_s):
+                await self._wake_at(item.visible_at_ms)
             self.report.items_retried += len(s.retry)
             log.info(
                 "chunk %d of batch %s: %d ok, %d poisoned, %d retried in %d ms (attempt %d)",
@@ -498,8 +518,8 @@ class Drainer:
         )
         if text is None:  # cannot happen: the same items fitted a moment ago
             text = str(item.message.content)
-        await self._update(item, text, delay_s)
-        self._due_ms.append(self._epoch_ms() + delay_s * 1000)
+        if await self._update(item, text, delay_s):
+            await self._wake_at(item.visible_at_ms)
         self.report.waiting += 1
 
     async def _delete(self, item: Received) -> None:
@@ -510,7 +530,8 @@ class Drainer:
             # Its visibility ran out and someone else holds it now; they will settle it (idempotently).
             log.warning("message %s on %s was taken over before it could be deleted", item.message.id, self.queue_name)
 
-    async def _update(self, item: Received, text: str, visibility_s: int) -> None:
+    async def _update(self, item: Received, text: str, visibility_s: int) -> bool:
+        """Rewrite the message and hide it for `visibility_s`; False if someone else holds it now."""
         try:
             async with item.lock, translated(f"update message {item.message.id}"):
                 await self.queue.update_message(
@@ -518,6 +539,10 @@ class Drainer:
                 )
         except ResourceMissing:
             log.warning("message %s on %s was taken over before it could be updated", item.message.id, self.queue_name)
+            return False
+        item.visible_at_ms = self._epoch_ms() + visibility_s * 1000
+        self._note_visible(item.visible_at_ms)
+        return True
 
     # -- events: continue, scale-out, retry-due, watchdog ------------------------------------------------------
 
@@ -568,21 +593,34 @@ class Drainer:
         async with translated(f"depth of {self.queue_name}"):
             return (await self.queue.get_queue_properties()).approximate_message_count or 0
 
+    def _note_visible(self, at_ms: int) -> None:
+        self._latest_visible_ms = max(self._latest_visible_ms, at_ms)
+
     def _watchdog_delay_s(self) -> int:
-        return max(self.settings.lease_s, self.settings.visibility_timeout_s) + WATCHDOG_MARGIN_S
+        """Past the lease's expiry and past the latest visibility this drainer set (with one more visibility
+        period of room, so the extensions that follow do not each move it)."""
+        visible_in_s = math.ceil(max(0, self._latest_visible_ms - self._epoch_ms()) / 1000)
+        room = self.settings.visibility_timeout_s
+        return max(self.settings.lease_s, room, visible_in_s + room) + WATCHDOG_MARGIN_S
 
     async def _schedule_watchdog(self) -> None:
         delay = self._watchdog_delay_s()
         number = await self._publish(Reason.WATCHDOG, slot=self.slot, at=utcnow() + timedelta(seconds=delay))
         if number is None:
             return  # the old watchdog (if any) stays: it is cancelled only once its successor exists
-        previous, self._watchdog = self._watchdog, (number, self.clock() + delay)
+        previous = self._watchdog
+        self._watchdog = (number, self.clock() + delay, self._epoch_ms() + delay * 1000)
         if previous is not None:
             await self._cancel(previous[0])
 
     async def _keep_watchdog_ahead(self) -> None:
-        """Called at each lease renewal: a long session keeps its watchdog ahead of a possible crash."""
-        if self._watchdog is None or self._watchdog[1] - self.clock() < self.settings.lease_s:
+        """Called at each lease renewal: a long session keeps its watchdog ahead of a possible crash, and of
+        every message it has hidden (a watchdog that fires before they reappear finds nothing and ends)."""
+        if (
+            self._watchdog is None
+            or self._watchdog[1] - self.clock() < self.settings.lease_s
+            or self._watchdog[2] < self._latest_visible_ms + WATCHDOG_MARGIN_S * 1000
+        ):
             await self._schedule_watchdog()
 
     async def _cancel_watchdog(self) -> None:
@@ -596,12 +634,14 @@ class Drainer:
         except TriggerUnavailable as e:
             log.info("could not cancel scheduled watchdog %d (it will find nothing to do): %s", number, e)
 
-    async def _schedule_retry_wakeups(self) -> None:
-        now_ms = self._epoch_ms()
-        for due in coalesce_due([d for d in self._due_ms if d > now_ms], window_ms=RETRY_WINDOW_MS):
-            at = datetime.fromtimestamp(due / 1000 + 0.5, timezone.utc)
-            await self._publish(Reason.RETRY_DUE, at=at)
-        self._due_ms.clear()
+    async def _wake_at(self, visible_ms: int) -> None:
+        """A retry-due event after `visible_ms`, when a message this drainer leaves behind reappears, unless one
+        already scheduled covers it (scheduled when the message is written, so a crash later loses nothing)."""
+        at_ms = wakeup_for(visible_ms, self._wakeups, window_ms=RETRY_WINDOW_MS, margin_ms=WAKE_MARGIN_MS)
+        if at_ms is None:
+            return
+        if await self._publish(Reason.RETRY_DUE, at=datetime.fromtimestamp(at_ms / 1000, timezone.utc)) is not None:
+            self._wakeups.append(at_ms)
 
     @staticmethod
     def _epoch_ms() -> int:

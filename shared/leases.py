@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta, timezone
 
 from azure.storage.blob.aio import BlobLeaseClient, ContainerClient
 
@@ -24,6 +25,8 @@ class DrainLease:
         self._lease: BlobLeaseClient | None = None
         self._renewer: asyncio.Task[None] | None = None
         self.lost = asyncio.Event()
+        self.released = False  # True once release succeeded: nobody holds the slot on our account
+        self.expires_at = datetime.now(timezone.utc)  # when our lease runs out if nothing renews it
 
     async def acquire(self, on_renew: Callable[[], Awaitable[None]] | None = None) -> bool:
         """True if this drainer now holds the slot; False if someone else does."""
@@ -40,6 +43,8 @@ class DrainLease:
             return False
         self._lease = lease
         self.lost.clear()
+        self.released = False
+        self.expires_at = datetime.now(timezone.utc) + timedelta(seconds=self.lease_s)
         self._renewer = asyncio.create_task(self._renew_forever(on_renew), name=f"lease {self.queue}/{self.slot}")
         return True
 
@@ -59,8 +64,10 @@ class DrainLease:
         while True:
             await asyncio.sleep(self.lease_s / 3)
             try:
+                renewing_at = datetime.now(timezone.utc)
                 async with translated(f"renew drain lease {self.queue}/{self.slot}"):
                     await self._lease.renew()
+                self.expires_at = renewing_at + timedelta(seconds=self.lease_s)
             except StorageError as e:
                 log.warning("drain lease %s/%d lost: %s", self.queue, self.slot, e)
                 self.lost.set()
@@ -73,12 +80,14 @@ class DrainLease:
             self._renewer.cancel()
             await asyncio.gather(self._renewer, return_exceptions=True)
             self._renewer = None
-        if self._lease is not None and not self.lost.is_set():
+        if self._lease is not None:
+            # Also when renewal failed: the failure may have been transient and the lease still ours.
             try:
                 async with translated(f"release drain lease {self.queue}/{self.slot}"):
                     await self._lease.release()
+                self.released = True
             except StorageError as e:
-                # It expires by itself within lease_s; the watchdog covers anything left behind.
+                # It expires by itself at expires_at; the drainer leaves a wake-up for then.
                 log.warning("releasing drain lease %s/%d failed: %s", self.queue, self.slot, e)
         self._lease = None
 

@@ -1,4 +1,4 @@
-"""How many drainers a queue deserves, and how retry wake-ups are grouped (pure)."""
+"""How many drainers a queue deserves, and when the wake-ups for messages left behind go (pure)."""
 
 from __future__ import annotations
 
@@ -18,15 +18,11 @@ def deserves_slot(slot: int, depth: int, *, per_drainer: int, maximum: int) -> b
     return slot < drainers_for_depth(depth, per_drainer=per_drainer, maximum=maximum)
 
 
-def coalesce_due(due_ms: Iterable[int], *, window_ms: int) -> list[int]:
-    """Group wake-up times so that one event per `window_ms` covers all: each group wakes at its latest
-    time, when every message in it is visible again."""
-    groups: list[int] = []
-    start = None
-    for t in sorted(due_ms):
-        if start is None or t - start > window_ms:
-            groups.append(t)
-            start = t
-        else:
-            groups[-1] = t
-    return groups
+def wakeup_for(due_ms: int, scheduled: Iterable[int], *, window_ms: int, margin_ms: int) -> int | None:
+    """When to schedule a wake-up for a message visible again at `due_ms`, or None if one already scheduled
+    covers it: a wake-up at `s` covers every due time in [s - window_ms, s - margin_ms]. A new one goes at
+    due + window_ms, so the messages that follow within window - margin share it."""
+    for s in scheduled:
+        if s - window_ms <= due_ms <= s - margin_ms:
+            return None
+    return due_ms + window_ms

@@ -234,7 +234,8 @@ async def test_a_delayed_retry_schedules_a_retry_due_event_for_when_it_is_visibl
 
     due = [at for e, at in publisher.events if e.reason is Reason.RETRY_DUE]
     assert len(due) == 1
-    assert 1.5 <= (due[0] - start).total_seconds() <= 4
+    # Visible again after 2 s; the wake-up comes WAKE_MARGIN_MS (3 s) to RETRY_WINDOW_MS (5 s) after that.
+    assert 2 + 3 <= (due[0] - start).total_seconds() <= 2 + 5 + 2
     assert (await read_batch_status(services, batch_id))["status"] == "processing"
     await asyncio.sleep(max(0.0, (due[0] - datetime.now(timezone.utc)).total_seconds()))
     await drain_all(services)

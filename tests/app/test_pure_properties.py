@@ -28,7 +28,7 @@ from shared.handlers import ItemOutcome
 from shared.handlers.billing import split
 from shared.metering import classify
 from shared.results import ResultEntry
-from shared.scaling import coalesce_due, drainers_for_depth
+from shared.scaling import drainers_for_depth, wakeup_for
 from shared.settings import INLINE_MAX_BYTES, Decrease
 from shared.settlement import settle
 from shared.status import batch_status
@@ -392,12 +392,17 @@ def test_drainers_grow_with_depth_within_bounds(depth, per, maximum):
     assert n == maximum or n * per >= depth
 
 
-@given(st.lists(st.integers(0, 10**6), max_size=50), st.integers(0, 10_000))
-def test_coalesced_wakeups_cover_every_due_time(due, window):
-    groups = coalesce_due(due, window_ms=window)
+@given(st.lists(st.integers(0, 10**6), max_size=50), st.integers(1, 10_000), st.integers(0, 5_000))
+def test_every_message_left_behind_has_a_wake_up_after_it_is_visible_within_the_window(due, window, margin):
+    margin = min(margin, window)
+    scheduled: list[int] = []
     for t in due:
-        assert any(0 <= g - t <= window for g in groups)
-    assert len(groups) <= len(set(due))
+        at = wakeup_for(t, scheduled, window_ms=window, margin_ms=margin)
+        if at is not None:
+            scheduled.append(at)
+    for t in due:
+        assert any(margin <= s - t <= window for s in scheduled), "never before visible + margin, never late"
+    assert len(scheduled) <= len(set(due))
 
 
 @pytest.mark.parametrize(
