@@ -475,9 +475,14 @@ class Drainer:
         text = envelope.encode_inline(header, items, max_bytes=INLINE_MAX_BYTES - poison.POISON_OVERHEAD_BYTES)
         if text is not None:
             return text
-        blob = layout.claim_check_blob(header.batch_id, header.chunk, header.gen)
-        await write_bytes(self.batches, blob, envelope.encode_claim_check(items), gzip_json=True)
-        return envelope.encode_reference(envelope.retry_header(header, range(len(items))), blob)
+        # Too big even compressed: a claim check of its own, holding each item at its original position (the
+        # others null), so the message keeps its lineage (generation, positions) whatever its encoding.
+        blob = layout.claim_check_blob(header.batch_id, header.chunk, header.gen, first=header.positions[0])
+        at_positions = ["null"] * (max(header.positions) + 1)
+        for position, item in zip(header.positions, items, strict=True):
+            at_positions[position] = item
+        await write_bytes(self.batches, blob, envelope.encode_claim_check(at_positions), gzip_json=True)
+        return envelope.encode_reference(header, blob)
 
     async def _send_poison(
         self, msg: ChunkMessage, by_position: dict[int, Any], failures: list[Failure], attempt: int

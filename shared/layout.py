@@ -9,8 +9,12 @@ def manifest_blob(batch_id: str) -> str:
     return f"{batch_id}/manifest.json"
 
 
-def claim_check_blob(batch_id: str, chunk: int, gen: int = 0) -> str:
+def claim_check_blob(batch_id: str, chunk: int, gen: int = 0, first: int | None = None) -> str:
+    """A chunk's claim check; a later generation's names its first position too, since one message's retried
+    and parked items both go on in that generation, each perhaps in a blob of its own."""
     suffix = f"-g{gen}" if gen else ""
+    if first is not None:
+        suffix += f"-p{first}"
     return f"{batch_id}/chunks/{chunk:06d}{suffix}.json.gz"
 
 

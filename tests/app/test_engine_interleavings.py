@@ -17,6 +17,7 @@ from azure.storage.queue.aio import QueueClient
 from shared.drain import Drainer
 from shared.events import Reason, TriggerEvent
 from shared.publisher import TriggerUnavailable
+from shared.submit import submit
 from shared.verdicts import CommittedAttempts
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher, drain_all
@@ -439,3 +440,48 @@ async def test_the_watchdog_moves_past_the_latest_visibility_the_drainer_set(con
     finally:
         drain.cancel()  # the drainer dies here
         await asyncio.gather(drain, return_exceptions=True)
+
+
+# -- 6: a partly failed inline chunk that no longer fits inline --------------------------------------------
+
+
+async def test_a_retried_part_of_an_inline_chunk_that_needs_a_claim_check_keeps_its_lineage(configure):
+    """Four items fit one message inline; three of them (positions 1-3, random and incompressible) fail
+    once and no longer fit with the room a poison envelope needs, so they go on in a claim check. They
+    must keep generation 1 and positions 1-3: each position is then settled exactly once."""
+    import base64
+    import json
+    import random
+
+    from shared import layout
+    from shared.reports import read_batch_status
+    from tests.app.test_drain_engine import result_positions
+
+    services = configure(HANDLER="tests.app.handlers:mixed", CHUNK_MAX_ITEMS="4")
+    rng = random.Random(6)
+    items = [{"id": "ok-0"}] + [
+        {"id": f"trans-{i}", "noise": base64.b64encode(rng.randbytes(11_900)).decode()} for i in range(1, 4)
+    ]
+    done = await submit(
+        services,
+        "\n".join(json.dumps(i) for i in items).encode(),
+        content_type="application/x-ndjson",
+        content_encoding=None,
+        idempotency_key=None,
+    )
+    batch_id = done.manifest.batch_id
+    blobs = services.storage.container(services.settings.batches_container)
+    assert layout.claim_check_blob(batch_id, 0) not in [b.name async for b in blobs.list_blobs()], "inline"
+
+    await drain_all(services)
+
+    names = [b.name async for b in blobs.list_blobs(name_starts_with=f"{batch_id}/chunks/")]
+    assert names == [layout.claim_check_blob(batch_id, 0, 1, first=1)], "generation 1, from position 1"
+    assert [handlers.calls[f"trans-{i}"] for i in range(1, 4)] == [2, 2, 2]
+    assert (await read_batch_status(services, batch_id))["items"] == {
+        "total": 4,
+        "succeeded": 4,
+        "failed": 0,
+        "pending": 0,
+    }
+    assert sorted((await result_positions(services, batch_id)).items()) == [((0, p), 1) for p in range(4)]
