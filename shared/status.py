@@ -17,11 +17,19 @@ from shared.results import ResultEntry, newest
 
 def batch_status(manifest: Manifest, entries: Iterable[ResultEntry]) -> dict[str, Any]:
     entries = [e for e in newest(entries) if 0 <= e.chunk < manifest.chunks]
-    succeeded = sum(e.ok for e in entries)
-    failed = sum(e.failed for e in entries)
-    settled: dict[int, int] = {}
+    ok_by_chunk: dict[int, int] = {}
+    failed_by_chunk: dict[int, int] = {}
     for e in entries:
-        settled[e.chunk] = settled.get(e.chunk, 0) + e.ok + e.failed
+        ok_by_chunk[e.chunk] = ok_by_chunk.get(e.chunk, 0) + e.ok
+        failed_by_chunk[e.chunk] = failed_by_chunk.get(e.chunk, 0) + e.failed
+    # A chunk never settles more items than it holds: should two lineages ever both record one item (a
+    # parked copy replayed after a redelivery settled it), the surplus is not counted again.
+    for c, ok in ok_by_chunk.items():
+        failed_by_chunk[c] = min(failed_by_chunk[c], manifest.chunk_sizes[c])
+        ok_by_chunk[c] = min(ok, manifest.chunk_sizes[c] - failed_by_chunk[c])
+    succeeded = sum(ok_by_chunk.values())
+    failed = sum(failed_by_chunk.values())
+    settled = {c: ok_by_chunk[c] + failed_by_chunk[c] for c in ok_by_chunk}
     done_chunks = {c for c, n in settled.items() if n >= manifest.chunk_sizes[c]}
     poisoned_chunks = {e.chunk for e in entries if e.failed > 0}
     complete = manifest.state is State.ACCEPTED and len(done_chunks) == manifest.chunks
