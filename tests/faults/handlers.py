@@ -5,7 +5,8 @@ chunk, appended), so a test can count handler executions across `kill -9` and re
 several hosts. It waits `$FAULT_CHUNK_DELAY_S` per chunk, so kills land while chunks are in flight.
 
 Items may ask to fail: `"fail": "transient"` fails on the first attempt only, `"always"` fails
-(retryably) on every attempt, `"permanent"` fails at once with `retryable=False`.
+(retryably) on every attempt, `"permanent"` fails at once with `retryable=False`, `"until-fixed"` fails
+permanently until the file `$FAULT_LOG_DIR/fixed` exists (an operator fixed the cause; then replay).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def outcome(item: Any, attempt: int) -> ItemOutcome:
     fail = item.get("fail") if isinstance(item, dict) else None
     if fail == "permanent":
         return ItemOutcome.failure(f"item {item['id']} is invalid (permanent)", retryable=False)
+    if fail == "until-fixed" and not (Path(os.environ["FAULT_LOG_DIR"]) / "fixed").exists():
+        return ItemOutcome.failure(f"item {item['id']} needs a fix", retryable=False)
     if fail == "always":
         return ItemOutcome.failure(f"item {item['id']} keeps failing")
     if fail == "transient" and attempt < 2:
