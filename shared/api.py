@@ -12,8 +12,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from shared import metering, replay, reports
-from shared.errors import MalformedRequest, RequestError, StorageError, StorageUnavailable
+from shared import intake, metering, replay, reports
+from shared.errors import LimitExceeded, MalformedRequest, RequestError, StorageError, StorageUnavailable
+from shared.intake import Limits
 from shared.runtime import services
 from shared.submit import submit
 
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 JSON = "application/json"
 OPENAPI = Path(__file__).with_name("openapi.json")
 DEFAULT_PAGE, MAX_PAGE = 20, 50
+MAX_REPLAY_BODY_BYTES = 2**20  # 1,000 message ids and a batch id fit many times over
 
 
 @dataclass(frozen=True)
@@ -141,14 +143,23 @@ async def poison_detail(message_id: str) -> ApiResponse:
     return await read(call)
 
 
-def replay_request(body: bytes) -> dict[str, Any]:
-    """`{"batch_id"?, "message_ids"?, "limit"?}`; an empty body replays everything."""
+def replay_request(body: bytes, limits: Limits) -> dict[str, Any]:
+    """`{"batch_id"?, "message_ids"?, "limit"?}`; an empty body replays everything. The same depth limit
+    and errors as the submit route (a deep body is a 400 that names MAX_JSON_DEPTH, never a RecursionError)."""
     if not body.strip():
         return {}
+    if len(body) > MAX_REPLAY_BODY_BYTES:
+        raise LimitExceeded(
+            f"body is {len(body)} bytes, more than {MAX_REPLAY_BODY_BYTES}",
+            limit="replay body size",
+            maximum=MAX_REPLAY_BODY_BYTES,
+        )
     try:
-        doc = json.loads(body)
-    except ValueError as e:
-        raise MalformedRequest(f"body is not valid JSON: {e}") from None
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise MalformedRequest(f"body is not UTF-8: {e}") from None
+    intake.check_depth(text, limits)
+    doc = intake.loads(text, "body")
     if not isinstance(doc, dict) or set(doc) - {"batch_id", "message_ids", "limit"}:
         raise MalformedRequest('body must be an object with optional "batch_id", "message_ids", "limit"')
     out: dict[str, Any] = {}
@@ -171,7 +182,9 @@ def replay_request(body: bytes) -> dict[str, Any]:
 
 async def poison_replay(body: bytes) -> ApiResponse:
     async def call() -> ApiResponse:
-        return ApiResponse(200, await replay.replay(services(), **replay_request(body)))
+        found = services()
+        request = replay_request(body, intake.Limits.from_settings(found.settings))
+        return ApiResponse(200, await replay.replay(found, **request))
 
     return await answer(call)
 

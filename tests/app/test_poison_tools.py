@@ -6,6 +6,8 @@ import json
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from shared.reports import read_batch_status
 from shared.submit import submit
 from tests.app import handlers
@@ -86,3 +88,21 @@ async def test_a_malformed_replay_request_is_refused_by_name(configure, app_func
         code, body = await call(app_functions, "poison_replay", http_request("POST", "/api/poison/replay", body=bad))
         assert code == 400
         assert says in body["error"]["message"]
+
+
+@pytest.mark.parametrize("depth", [33, 1_000, 100_000])
+async def test_a_deeply_nested_replay_body_is_a_json_400_naming_the_depth_limit(configure, app_functions, depth):
+    """The submit route's depth limit, for every route that reads a body: never a RecursionError and a 500."""
+    configure()
+    nested = b'{"batch_id": ' + b"[" * depth + b"]" * depth + b"}"
+    code, body = await call(app_functions, "poison_replay", http_request("POST", "/api/poison/replay", body=nested))
+    assert code == 400, body
+    assert body["error"]["limit"] == "MAX_JSON_DEPTH"
+
+
+async def test_an_oversized_replay_body_is_a_413(configure, app_functions):
+    configure()
+    huge = json.dumps({"message_ids": ["x" * 1100] * 1000}).encode()
+    code, body = await call(app_functions, "poison_replay", http_request("POST", "/api/poison/replay", body=huge))
+    assert code == 413, body
+    assert body["error"]["code"] == "limit_exceeded"
