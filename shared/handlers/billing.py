@@ -8,8 +8,9 @@ currency's minor unit; the three parts always sum to the amount. Invalid items f
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 from shared.handlers import ChunkContext, ChunkResult, ItemOutcome
@@ -21,6 +22,12 @@ MINOR_UNITS: Mapping[str, int] = {
     "JPY": 0, "KRW": 0, "ISK": 0, "HUF": 2, "KWD": 3, "BHD": 3, "JOD": 3, "OMR": 3, "TND": 3,
 }  # fmt: skip
 MAX_AMOUNT = Decimal("1e12")
+# Per minor-unit exponent: no sign, ASCII digits only (re's \d would match any script's digits), no leading
+# zeros, at most `exponent` fraction digits.
+CANONICAL_AMOUNT = {
+    e: re.compile(r"(0|[1-9][0-9]*)" + (rf"(\.[0-9]{{1,{e}}})?" if e else ""), re.ASCII)
+    for e in set(MINOR_UNITS.values())
+}
 MAX_TEXT = 256
 
 
@@ -55,20 +62,27 @@ def parse_sale(item: Any) -> tuple[str, Decimal, str, int]:
     return item["id"], amount, currency, exponent
 
 
+def amount_rule(exponent: int) -> str:
+    fraction = f", then optionally '.' and 1 to {exponent} digits" if exponent else ", with no fraction"
+    return (
+        "amount must be a canonical decimal string: ASCII digits 0-9 without sign, spaces, separators, "
+        f"exponent or leading zeros{fraction} (the currency's minor unit)"
+    )
+
+
 def parse_amount(raw: Any, exponent: int) -> Decimal:
-    if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
-        raise InvalidItem("amount must be a decimal string or a number")
-    try:
-        # repr() of a float is its shortest round-trip form: 19.99 stays 19.99.
-        amount = Decimal(raw if isinstance(raw, (str, int)) else repr(raw))
-    except InvalidOperation:
-        raise InvalidItem(f"amount {str(raw)[:32]!r} is not a decimal number") from None
-    if not amount.is_finite() or amount <= 0 or amount > MAX_AMOUNT:
+    """A canonical ASCII decimal string only: `Decimal()` alone would take " 19.99 ", "1_000.00",
+    Arabic-Indic or fullwidth digits, "+5", "1e3" and JSON numbers (binary floats), each a way for one
+    amount to be written several ways, or for a typo to be booked."""
+    if not isinstance(raw, str):
+        raise InvalidItem(f"{amount_rule(exponent)}; got a JSON {type(raw).__name__}")
+    pattern = CANONICAL_AMOUNT[exponent]
+    if len(raw) > 32 or not pattern.fullmatch(raw):
+        raise InvalidItem(f"{amount_rule(exponent)}; got {raw[:32]!r}")
+    amount = Decimal(raw)
+    if amount <= 0 or amount > MAX_AMOUNT:
         raise InvalidItem("amount must be positive and at most 1e12")
-    exact = amount.quantize(Decimal(1).scaleb(-exponent))
-    if exact != amount:
-        raise InvalidItem(f"amount has more than {exponent} decimal places")
-    return exact
+    return amount.quantize(Decimal(1).scaleb(-exponent))
 
 
 def handle(items: Sequence[Any], context: ChunkContext) -> ChunkResult:

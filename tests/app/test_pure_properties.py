@@ -25,7 +25,7 @@ from shared.chunking import plan_chunks
 from shared.errors import MalformedEnvelope, MalformedEvent
 from shared.events import Reason, TriggerEvent
 from shared.handlers import ItemOutcome
-from shared.handlers.billing import split
+from shared.handlers.billing import InvalidItem, parse_amount, split
 from shared.metering import classify
 from shared.results import ResultEntry
 from shared.scaling import drainers_for_depth, wakeup_for
@@ -359,6 +359,55 @@ def test_the_revenue_split_always_sums_to_the_amount_and_never_goes_negative(amo
     assert all(v >= 0 for v in parts.values())
     assert all(v == v.quantize(Decimal("0.01")) for v in parts.values())
     assert abs(parts["author"] - amount * a) <= Decimal("0.005")
+
+
+canonical_amounts = st.builds(
+    lambda whole, frac: f"{whole}.{frac}" if frac else str(whole),
+    st.integers(1, 10**11),
+    st.one_of(st.just(""), st.from_regex(r"[0-9]{1,2}", fullmatch=True)),
+)
+ARABIC_INDIC = str.maketrans("0123456789", "".join(chr(0x0660 + d) for d in range(10)))
+FULLWIDTH = str.maketrans("0123456789", "".join(chr(0xFF10 + d) for d in range(10)))
+# Ways to write one amount that Decimal() takes but a ledger must not: each names a different rule.
+DISGUISES = [
+    lambda a: f" {a} ",
+    lambda a: f"+{a}",
+    lambda a: f"0{a}",
+    lambda a: a.replace("1", "_1", 1) if "1" in a[1:] else f"{a[0]}_{a[1:]}" if len(a) > 1 else f"1_{a}",
+    lambda a: a.translate(ARABIC_INDIC),
+    lambda a: a.translate(FULLWIDTH),
+    lambda a: f"{a}0" if "." in a and len(a.split(".")[1]) == 2 else f"{a}.001",
+    lambda a: f"{Decimal(a):E}",
+]
+
+
+@given(canonical_amounts, st.sampled_from(range(len(DISGUISES))))
+def test_only_canonical_ascii_amounts_are_booked_and_every_disguise_fails_by_the_rule(amount, disguise):
+    assert parse_amount(amount, 2) == Decimal(amount)
+    disguised = DISGUISES[disguise](amount)
+    if disguised == amount:
+        return
+    with pytest.raises(InvalidItem, match="canonical decimal string"):
+        parse_amount(disguised, 2)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [" 19.99 ", "1_000.00", "19.99".translate(ARABIC_INDIC), "19.99".translate(FULLWIDTH), 19.99, 20, "19.", "-5"],
+)
+def test_the_billing_handler_fails_a_non_canonical_amount_permanently_naming_the_rule(raw):
+    from types import SimpleNamespace
+
+    from shared.handlers.billing import handle
+
+    sale = {"id": "s-1", "amount": raw, "currency": "EUR", "author": "a", "distributor": "d"}
+    context = SimpleNamespace(
+        settings=SimpleNamespace(billing_author_share=Decimal("0.7"), billing_distributor_share=Decimal("0.2"))
+    )
+    (outcome,) = handle([sale], context).outcomes  # type: ignore[arg-type]
+    assert not outcome.ok
+    assert not outcome.retryable
+    assert "canonical decimal string" in (outcome.reason or "")
 
 
 # -- metering, scaling -------------------------------------------------------------------------------------------------
