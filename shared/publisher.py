@@ -49,6 +49,7 @@ class ServiceBusPublisher:
         self._settings = settings
         self._client: ServiceBusClient | None = None
         self._sender: ServiceBusSender | None = None
+        self._credential: Any = None  # with an identity-based connection: closed with the client it served
         self._calls = asyncio.Lock()
 
     def _new_client(self) -> ServiceBusClient:
@@ -60,8 +61,8 @@ class ServiceBusPublisher:
         from azure.identity.aio import DefaultAzureCredential
 
         assert conn.namespace is not None
-        credential = DefaultAzureCredential(managed_identity_client_id=conn.client_id)
-        return ServiceBusClient(conn.namespace, credential, **options)
+        self._credential = DefaultAzureCredential(managed_identity_client_id=conn.client_id)
+        return ServiceBusClient(conn.namespace, self._credential, **options)
 
     def _get_sender(self) -> ServiceBusSender:
         # No await between the check and the swap (here and in _reset): atomic on the event loop, no lock needed.
@@ -71,9 +72,9 @@ class ServiceBusPublisher:
         return self._sender
 
     async def _reset(self) -> None:
-        sender, client = self._sender, self._client
-        self._sender = self._client = None
-        for closeable in (sender, client):
+        sender, client, credential = self._sender, self._client, self._credential
+        self._sender = self._client = self._credential = None
+        for closeable in (sender, client, credential):
             if closeable is not None:
                 try:
                     await closeable.close()
