@@ -9,22 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import logging
 import os
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from shared.fallback_state import BackoffStore
 from shared.handlers import ChunkHandler, load_handler
 from shared.metering import TransactionCounter
 from shared.publisher import Publisher, ServiceBusPublisher
-from shared.settings import Settings
+from shared.settings import Settings, check_drain_budget, function_timeout_s
 from shared.storage import Storage
 from shared.verdicts import CommittedAttempts
 
 log = logging.getLogger(__name__)
 
 COUNTER = TransactionCounter()
+HOST_JSON = Path(__file__).resolve().parent.parent / "host.json"
 
 
 @dataclass
@@ -53,9 +57,22 @@ def load_settings() -> Settings:
     """Build the settings from the environment once; a bad value raises SettingsError naming it."""
     global _settings
     if _settings is None:
-        _settings = Settings.from_env(os.environ)
-        load_handler(_settings.handler)  # fail at start, not at the first chunk
+        settings = Settings.from_env(os.environ)
+        check_drain_budget(settings.drain_budget_s, configured_function_timeout_s(os.environ, HOST_JSON))
+        load_handler(settings.handler)  # fail at start, not at the first chunk
+        _settings = settings
     return _settings
+
+
+def configured_function_timeout_s(environ: Mapping[str, str], host_json: Path) -> float | None:
+    """The function timeout the host will apply: the app setting overriding host.json, else host.json's."""
+    raw = environ.get("AzureFunctionsJobHost__functionTimeout")
+    if raw is None:
+        try:
+            raw = json.loads(host_json.read_text()).get("functionTimeout")
+        except (OSError, ValueError):
+            return None
+    return function_timeout_s(None if raw is None else str(raw))
 
 
 def configure(settings: Settings) -> None:

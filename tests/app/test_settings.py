@@ -111,3 +111,38 @@ async def test_the_services_raise_the_collectors_first_threshold_unless_told_not
     assert gc.get_threshold() == (20_000, 10, 10), "the default"
     configure(GC_GEN0_THRESHOLD="5000")
     assert gc.get_threshold() == (5000, 10, 10)
+
+
+@pytest.mark.parametrize(
+    ("budget", "timeout", "refused"),
+    [
+        ("240", None, False),
+        ("290", None, True),
+        ("275", None, True),
+        ("1700", "00:30:00", True),
+        ("1600", "00:30:00", False),
+        ("9999", "-1", False),
+    ],
+)
+def test_a_drain_budget_without_a_margin_under_the_function_timeout_is_refused_at_start(
+    monkeypatch, budget, timeout, refused
+):
+    """host.json says 5 minutes (an app setting may override it): the drain must stop taking messages at
+    least 30 s (or a tenth of the timeout) before, or the host ends the worker with chunks in flight."""
+    monkeypatch.setattr(runtime, "_settings", None)
+    for k, v in {**BASE, "DRAIN_BUDGET_S": budget}.items():
+        monkeypatch.setenv(k, v)
+    if timeout is None:
+        monkeypatch.delenv("AzureFunctionsJobHost__functionTimeout", raising=False)
+    else:
+        monkeypatch.setenv("AzureFunctionsJobHost__functionTimeout", timeout)
+    try:
+        if refused:
+            with pytest.raises(SettingsError) as caught:
+                runtime.load_settings()
+            assert caught.value.variable == "DRAIN_BUDGET_S"
+            assert "functionTimeout" in str(caught.value)
+        else:
+            assert runtime.load_settings().drain_budget_s == float(budget)
+    finally:
+        monkeypatch.setattr(runtime, "_settings", None)
