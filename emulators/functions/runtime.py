@@ -20,6 +20,7 @@ from emulators.functions.http import HttpFrontEnd, HttpRoute, http_routes
 from emulators.functions.indexing import FunctionSpec, LoadFailure
 from emulators.functions.invoke import Invoker
 from emulators.functions.keys import Keys
+from emulators.functions.server import HostRunner
 from emulators.functions.servicebus import (
     SERVICE_BUS_TRIGGER,
     ServiceBusListener,
@@ -97,7 +98,7 @@ class Host:
     async def _start_http(self) -> web.AppRunner:
         front = HttpFrontEnd(self.plan.http, self.options.route_prefix, self.invoker, self.host_id, self.keys)
         # auto_decompress off: the real host hands the function the body as sent, Content-Encoding and all.
-        runner = web.AppRunner(
+        runner = HostRunner(
             front.application(self.body_limit_bytes),
             access_log=None,
             shutdown_timeout=self.grace_s,

@@ -4,6 +4,8 @@ reply the suite collected; it also provokes the answers most likely to echo a se
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.hostile.cases import JSON, VALID
@@ -44,3 +46,35 @@ def test_no_secret_appears_in_host_logs_replies_or_cli_output(hostile: HostileSt
         if value.encode() in text
     ]
     assert not leaks, leaks
+
+
+MALFORMED = [
+    # bare LF line endings, the key in a header
+    b"GET /api/queues HTTP/1.1\nHost: h\nx-functions-key: {key}\n\n",
+    # a control character in the key's header
+    b"GET /api/queues HTTP/1.1\r\nHost: h\r\nx-functions-key: {key}\x01\r\n\r\n",
+    # the key in the query of a malformed request line
+    b"GET /api/queues?code={key} HTTP/1.1\nHost: h\n\n",
+    # a header line without a colon, after the key
+    b"GET /api/queues HTTP/1.1\r\nHost: h\r\nx-functions-key: {key}\r\nno colon {key}\r\n\r\n",
+]
+
+
+@pytest.mark.parametrize("template", MALFORMED)
+def test_a_malformed_request_carrying_a_key_is_refused_without_echoing_the_key(
+    hostile: HostileStack, template: bytes
+) -> None:
+    import socket
+    from urllib.parse import urlsplit
+
+    where = urlsplit(hostile.url)
+    with socket.create_connection((where.hostname, where.port), timeout=10) as conn:
+        conn.sendall(template.replace(b"{key}", HOST_KEY.encode()))
+        reply = b""
+        while chunk := conn.recv(65536):
+            reply += chunk
+    assert reply.split(b" ", 2)[1:2] == [b"400"], reply[:200]
+    assert HOST_KEY.encode() not in reply, "the key came back in the answer"
+    assert HOST_KEY[:12] not in reply.decode("latin-1"), "part of the key came back in the answer"
+    time.sleep(0.3)  # the host writes its log line after answering
+    assert HOST_KEY not in hostile.stack.host_logs(), "the key reached the host log"
