@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shared.deferrals import DeferredTriggers
 from shared.fallback_state import BackoffStore
 from shared.handlers import ChunkHandler, load_handler
 from shared.metering import TransactionCounter
@@ -43,8 +44,14 @@ class Services:
     draining: set[tuple[str, int]] = field(default_factory=set)
     # batch id -> committed attempt, for batches whose manifest was read as accepted; bounded in size and age.
     committed: CommittedAttempts = field(default_factory=CommittedAttempts)
+    # trigger events a submit could not publish, tried again from this process
+    deferred: DeferredTriggers = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.deferred = DeferredTriggers(lambda: self.publisher)
 
     async def close(self) -> None:
+        await self.deferred.close()
         await self.publisher.close()
         await self.storage.close()
 

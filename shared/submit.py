@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -25,6 +26,7 @@ from shared.errors import (
     MalformedRequest,
     PreconditionFailed,
     ResourceConflict,
+    StorageError,
     TriggerUnavailable,
 )
 from shared.events import Reason, TriggerEvent
@@ -188,13 +190,28 @@ async def store(services: Services, outgoing: Sequence[Outgoing]) -> None:
 async def ring(services: Services, manifest: Manifest, payload_size: int) -> str:
     """One `submitted` event per queue the batch went to; 'deferred' if Service Bus is unreachable."""
     account = services.settings.account_name
-    try:
-        for queue in manifest.queues:
-            event = TriggerEvent(
-                account, queue, Reason.SUBMITTED, payload_size=payload_size, batch_id=manifest.batch_id
-            )
+    events = [
+        TriggerEvent(account, queue, Reason.SUBMITTED, payload_size=payload_size, batch_id=manifest.batch_id)
+        for queue in manifest.queues
+    ]
+    for n, event in enumerate(events):
+        try:
             await services.publisher.publish(event)
-    except TriggerUnavailable as e:
-        log.warning("batch %s accepted without a trigger (the fallback will find it): %s", manifest.batch_id, e)
-        return "deferred"
+        except TriggerUnavailable as e:
+            log.warning("batch %s accepted without a trigger (tried again from here; the fallback looks at its "
+                        "next tick): %s", manifest.batch_id, e)  # fmt: skip
+            await defer(services, events[n:])
+            return "deferred"
     return "published"
+
+
+async def defer(services: Services, events: Sequence[TriggerEvent]) -> None:
+    """The doorbells that could not ring: this process tries them again, and the fallback looks at their
+    queues at its next tick (its back-off back at the floor) instead of at the end of a long back-off."""
+    now_ms = int(time.time() * 1000)
+    for event in events:
+        services.deferred.add(event)
+        try:
+            await services.backoff.save(event.queue, services.backoff.policy.initial(now_ms))
+        except StorageError as e:
+            log.warning("could not reset the fallback's back-off for %s: %s", event.queue, e)

@@ -34,7 +34,9 @@ async def test_the_fallback_finds_work_that_no_trigger_announced(configure, app_
 
     await app_functions["fallback_poll"](TimerRequest(past_due=False))
 
-    assert [(e.reason, e.queue) for e, _ in publisher.events] == [(Reason.FALLBACK, services.settings.work_queue)]
+    # (The process that deferred the trigger also tries it again a few seconds later: not counted here.)
+    fallback = [(e.reason, e.queue) for e, _ in publisher.events if e.reason is not Reason.SUBMITTED]
+    assert fallback == [(Reason.FALLBACK, services.settings.work_queue)]
     await drain_all(services, reason=Reason.FALLBACK)
     assert (await read_batch_status(services, batch_id))["status"] == "completed"
 
@@ -106,3 +108,38 @@ async def test_back_off_state_survives_a_restart_through_its_blob(configure):
     assert state.is_due(0), "after a restart the queue is looked at once, at once"
     blobs = [b.name async for b in services.storage.container(services.settings.state_container).list_blobs()]
     assert layout.backoff_blob(queue) in blobs
+
+
+async def test_a_deferral_makes_the_fallback_look_at_its_queue_at_its_next_tick(configure):
+    """Push drains kept the queue empty, so the fallback's back-off sat at its ceiling (30 minutes); a batch
+    accepted while Service Bus is down must not wait for it."""
+    from shared.backoff import PollState
+
+    publisher = RecordingPublisher(down=True)
+    services = configure(publisher=publisher)
+    queue = services.settings.work_queue
+    ceiling = services.backoff.policy.ceiling_ms
+    now_ms = int(time.time() * 1000)
+    await services.backoff.save(queue, PollState(interval_ms=ceiling, next_due_ms=now_ms + ceiling, idle_count=20))
+    assert [o.action for o in await poll(services)] == ["not-due"]
+
+    batch_id = await submit_without_trigger(services)
+    outcomes = await poll(services)
+
+    assert [o.action for o in outcomes] == ["drained"], "looked at once, and drained here with Service Bus down"
+    assert (await read_batch_status(services, batch_id))["status"] == "completed"
+
+
+async def test_a_deferred_trigger_is_published_again_as_soon_as_service_bus_answers(configure):
+    publisher = RecordingPublisher(down=True)
+    services = configure(publisher=publisher)
+    batch_id = await submit_without_trigger(services)
+    publisher.down = False  # Service Bus is back
+
+    for _ in range(100):
+        if publisher.events:
+            break
+        await asyncio.sleep(0.1)
+
+    assert [(e.reason, e.batch_id) for e, _ in publisher.events] == [(Reason.SUBMITTED, batch_id)]
+    assert services.deferred.pending() == []
