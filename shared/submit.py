@@ -198,8 +198,10 @@ async def ring(services: Services, manifest: Manifest, payload_size: int) -> str
         try:
             await services.publisher.publish(event)
         except TriggerUnavailable as e:
-            log.warning("batch %s accepted without a trigger (tried again from here; the fallback looks at its "
-                        "next tick): %s", manifest.batch_id, e)  # fmt: skip
+            log.warning(
+                "batch %s accepted without a trigger (the fallback will find it at its next tick; this process "
+                "tries the trigger again): %s", manifest.batch_id, e,
+            )  # fmt: skip
             await defer(services, events[n:])
             return "deferred"
     return "published"
