@@ -22,7 +22,7 @@ from typing import Any
 
 from azure.storage.queue import QueueMessage
 
-from shared import envelope, layout, metering, poison
+from shared import envelope, layout, metering, poison, poison_index
 from shared.activity import ACTIVITY
 from shared.backoff import retry_delay_ms
 from shared.batches import Admission, Manifest, admit
@@ -492,8 +492,7 @@ class Drainer:
         first = failures[0].reason
         more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
         info = poison.PoisonInfo(self.queue_name, first + more, len(failures), attempt, utcnow().isoformat())
-        async with translated(f"send to {self.poison_queue.queue_name}"):
-            await self.poison_queue.send_message(poison.encode(info, chunk_text), time_to_live=NEVER_EXPIRES)
+        await self._park(poison.encode(info, chunk_text), header.batch_id)
         log.warning(
             "poisoned %d item(s) of chunk %d of batch %s to %s: %s",
             len(failures), header.chunk, header.batch_id, self.poison_queue.queue_name, first + more,
@@ -507,10 +506,19 @@ class Drainer:
             blob = f"poison-raw/{self.queue_name}/{item.message.id}.txt"
             await write_bytes(self.batches, blob, str(item.message.content).encode("utf-8"))
             text = poison.encode_raw(info, json.dumps({"blob": blob}))
-        async with translated(f"send to {self.poison_queue.queue_name}"):
-            await self.poison_queue.send_message(text, time_to_live=NEVER_EXPIRES)
+        await self._park(text, None)
         log.warning("message %s of %s moved to the poison queue: %s", item.message.id, self.queue_name, reason)
         await self._delete(item)
+
+    async def _park(self, text: str, batch_id: str | None) -> None:
+        """Send to the poison queue, then index it (`shared.poison_index`), so that operators find it
+        without receiving (hiding) anything."""
+        name = self.poison_queue.queue_name
+        async with translated(f"send to {name}"):
+            sent = await self.poison_queue.send_message(text, time_to_live=NEVER_EXPIRES)
+        inserted = sent.inserted_on.isoformat() if sent.inserted_on else utcnow().isoformat()
+        entry = poison_index.Entry(name, str(sent.id), str(sent.pop_receipt), inserted, batch_id, text)
+        await poison_index.add(self.state, entry)
 
     async def _put_back(self, item: Received, msg: ChunkMessage) -> None:
         """The batch is still being submitted: hide the message briefly without counting an attempt."""

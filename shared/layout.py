@@ -75,3 +75,12 @@ def lease_blob(queue: str, slot: int) -> str:
 
 def backoff_blob(queue: str) -> str:
     return f"backoff/{queue}.json"
+
+
+def poison_index_prefix(poison_queue: str) -> str:
+    return f"poison/{poison_queue}/"
+
+
+def poison_index_blob(poison_queue: str, message_id: str) -> str:
+    """The index entry of one parked message (state container; `shared.poison_index`)."""
+    return f"{poison_index_prefix(poison_queue)}{message_id}.json"

@@ -1,9 +1,15 @@
 """Operator tools for the poison queues: list, inspect and replay parked chunks.
 
+Nothing here receives from a poison queue (receiving hides a message from every other reader): listing peeks
+at the first page, inspecting and replaying use the index the drainers write when they park a chunk
+(`shared.poison_index`), so each costs O(1) or O(page) storage calls whatever the queue's depth.
+
 Replay puts a parked chunk back on its work queue (its envelope already names the next generation),
 marks its items as retrying again in the result record that reported them failed, rings the doorbell,
-and only then deletes the poison message. Replaying twice is harmless: the second call finds nothing,
-and a replay interrupted midway re-enqueues a chunk whose second result has the same lineage and counts once.
+and only then deletes the poison message and its index entry. Replaying twice is harmless: the second call
+finds nothing, and a replay interrupted midway re-enqueues a chunk whose second result has the same lineage
+and counts once. Chunks parked by a version before the index are listed (first page) and can be inspected
+there, but not replayed through the index.
 """
 
 from __future__ import annotations
@@ -14,14 +20,13 @@ from typing import Any
 
 from azure.storage.queue import QueueMessage
 
-from shared import envelope, poison, results
+from shared import envelope, poison, poison_index, results
 from shared.errors import (
     MalformedEnvelope,
     NotFound,
     PreconditionFailed,
     ReplayConflict,
     ResourceMissing,
-    StorageError,
     TriggerUnavailable,
 )
 from shared.events import Reason, TriggerEvent
@@ -33,7 +38,6 @@ log = logging.getLogger(__name__)
 
 PAGE = 32
 MARK_ATTEMPTS = 5  # reads of a parent record that keeps changing under a replay before giving up
-HIDE_S = 30  # how long a scanned poison message stays hidden from other operators while we look at it
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,13 @@ async def list_parked(services: Services) -> list[dict[str, Any]]:
 
 
 async def inspect(services: Services, message_id: str) -> dict[str, Any]:
+    """One index read per partition (then a peek at the first page, for chunks parked before the index)."""
+    state = await services.storage.ensure_container(services.settings.state_container)
+    for work_queue in services.settings.partition_queues():
+        name = services.settings.poison_queue(work_queue)
+        entry = await poison_index.get(state, name, message_id)
+        if entry is not None:
+            return from_entry(entry).detail()
     for work_queue in services.settings.partition_queues():
         name = services.settings.poison_queue(work_queue)
         client = await services.storage.ensure_queue(name)
@@ -100,10 +111,15 @@ async def inspect(services: Services, message_id: str) -> dict[str, Any]:
             for m in await client.peek_messages(max_messages=PAGE):
                 if m.id == message_id:
                     return parse(name, m).detail()
-        found = await _scan(services, name, {message_id}, act=None)
-        if found:
-            return found[0]
     raise NotFound(f"no parked chunk with message id {message_id}", message_id=message_id[:64])
+
+
+def from_entry(entry: poison_index.Entry) -> Parked:
+    try:
+        decoded = poison.decode(entry.text)
+    except MalformedEnvelope:
+        decoded = poison.PoisonMessage(poison.PoisonInfo("?", "unreadable poison message", 0, 0, ""), None, None)
+    return Parked(entry.poison_queue, entry.message_id, entry.inserted_on, decoded)
 
 
 async def replay(
@@ -113,89 +129,33 @@ async def replay(
     replayed: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
     touched: set[str] = set()
-
-    async def act(client: Any, message: QueueMessage, parked: Parked) -> bool:
-        if parked.message.chunk_text is None:
-            skipped.append({**parked.summary(), "why": "not a chunk: inspect it and fix it by hand"})
-            return False
-        try:
-            why = await _replay_one(services, client, message, parked)
-        except ReplayConflict as e:
-            why = e.message
-        if why is not None:
-            skipped.append({**parked.summary(), "why": why})
-            return False
-        replayed.append(parked.summary())
-        touched.add(parked.message.info.queue)
-        return True
-
+    state = await services.storage.ensure_container(services.settings.state_container)
     for work_queue in services.settings.partition_queues():
         name = services.settings.poison_queue(work_queue)
-        await _scan(services, name, message_ids, act=act, batch_id=batch_id, limit=limit - len(replayed))
+        client = await services.storage.ensure_queue(name)
+        left = limit - len(replayed)
+        if left <= 0:
+            break
+        for entry in await poison_index.find(state, name, batch_id=batch_id, message_ids=message_ids, limit=left):
+            parked = from_entry(entry)
+            if parked.message.chunk_text is None:
+                skipped.append({**parked.summary(), "why": "not a chunk: inspect it and fix it by hand"})
+                continue
+            try:
+                why = await _replay_one(services, client, entry, parked)
+            except ReplayConflict as e:
+                why = e.message
+            if why is not None:
+                skipped.append({**parked.summary(), "why": why})
+                continue
+            replayed.append(parked.summary())
+            touched.add(parked.message.info.queue)
     await _ring(services, touched)
     log.warning("replayed %d parked chunk(s) (%d skipped)", len(replayed), len(skipped))
     return {"replayed": len(replayed), "skipped": skipped, "chunks": replayed}
 
 
-async def _scan(
-    services: Services,
-    name: str,
-    message_ids: set[str] | None,
-    *,
-    act: Any,
-    batch_id: str | None = None,
-    limit: int = 10**9,
-) -> list[dict[str, Any]]:
-    """Receive the poison queue page by page (hiding each message briefly) and act on the matching ones;
-    the rest are made visible again at the end, so looking leaves the queue as it was."""
-    client = await services.storage.ensure_queue(name)
-    found: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    passed: list[QueueMessage] = []  # hidden by our receive, not acted on
-    try:
-        while len(found) < limit:
-            async with translated(f"receive from {name}"):
-                page = [
-                    m
-                    async for m in client.receive_messages(
-                        messages_per_page=PAGE, max_messages=PAGE, visibility_timeout=HIDE_S
-                    )
-                ]
-            fresh = [m for m in page if m.id not in seen]
-            if not fresh:
-                break
-            for message in fresh:
-                seen.add(message.id)
-                parked = parse(name, message)
-                summary = parked.summary()
-                wanted = (message_ids is None or message.id in message_ids) and (
-                    batch_id is None or summary["batch_id"] == batch_id
-                )
-                if wanted and act is None:
-                    found.append(parked.detail())
-                    passed.append(message)
-                elif wanted and await act(client, message, parked):
-                    found.append(summary)
-                else:
-                    passed.append(message)
-                if len(found) >= limit:
-                    break
-    finally:
-        await _unhide(client, name, passed)
-    return found
-
-
-async def _unhide(client: Any, name: str, messages: list[QueueMessage]) -> None:
-    """Best effort: a message we could not unhide reappears by itself after HIDE_S."""
-    for message in messages:
-        try:
-            async with translated(f"unhide {message.id} in {name}"):
-                await client.update_message(message, visibility_timeout=0)
-        except StorageError as e:
-            log.warning("could not unhide %s in %s (%s); it reappears within %d s", message.id, name, e, HIDE_S)
-
-
-async def _replay_one(services: Services, client: Any, message: QueueMessage, parked: Parked) -> str | None:
+async def _replay_one(services: Services, client: Any, entry: poison_index.Entry, parked: Parked) -> str | None:
     """Re-enqueue one parked chunk; None when done, else why it was left parked."""
     assert parked.message.chunk_text is not None
     chunk = envelope.decode(parked.message.chunk_text)
@@ -204,8 +164,13 @@ async def _replay_one(services: Services, client: Any, message: QueueMessage, pa
     work = await services.storage.ensure_queue(parked.message.info.queue)
     async with translated(f"re-enqueue to {parked.message.info.queue}"):
         await work.send_message(parked.message.chunk_text, time_to_live=NEVER_EXPIRES)
-    async with translated(f"delete {message.id} from {parked.queue}"):
-        await client.delete_message(message)
+    try:
+        async with translated(f"delete {entry.message_id} from {parked.queue}"):
+            await client.delete_message(entry.message_id, pop_receipt=entry.pop_receipt)
+    except ResourceMissing:
+        log.info("parked message %s was already gone from %s", entry.message_id, parked.queue)
+    state = services.storage.container(services.settings.state_container)
+    await poison_index.remove(state, parked.queue, entry.message_id)
     log.info(
         "replayed chunk %d of batch %s (%d item(s)) from %s",
         chunk.header.chunk, chunk.header.batch_id, parked.message.info.failed, parked.queue,

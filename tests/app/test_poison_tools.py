@@ -106,3 +106,46 @@ async def test_an_oversized_replay_body_is_a_413(configure, app_functions):
     code, body = await call(app_functions, "poison_replay", http_request("POST", "/api/poison/replay", body=huge))
     assert code == 413, body
     assert body["error"]["code"] == "limit_exceeded"
+
+
+async def test_inspecting_parked_chunks_hides_nothing_costs_a_few_calls_and_replay_finds_them_all(configure):
+    """40 parked chunks: looking one up (known, beyond the first page, or unknown) costs a few storage calls
+    and leaves every message visible; a replay of the batch that runs while others inspect finds all 40."""
+    import asyncio
+
+    from shared import metering, poison_index, replay
+    from shared.errors import NotFound
+
+    services = configure(publisher=RecordingPublisher(), HANDLER="tests.app.handlers:mixed", CHUNK_MAX_ITEMS="1")
+    ids = [f"perm-{i}" for i in range(40)]
+    done = await submit(
+        services,
+        "\n".join(json.dumps({"id": i}) for i in ids).encode(),
+        content_type="application/x-ndjson",
+        content_encoding=None,
+        idempotency_key=None,
+    )
+    await drain_all(services)
+    poison = services.storage.queue(services.settings.poison_queue(services.settings.work_queue))
+    assert len(await poison.peek_messages(max_messages=32)) == 32
+    state = services.storage.container(services.settings.state_container)
+    entries = await poison_index.find(state, poison.queue_name, batch_id=None, message_ids=None, limit=100)
+    assert len(entries) == 40
+
+    with metering.tally() as calls:
+        with pytest.raises(NotFound):
+            await replay.inspect(services, "00000000-0000-0000-0000-000000000000")
+        detail = await replay.inspect(services, entries[-1].message_id)
+    assert detail["batch_id"] == done.manifest.batch_id
+    assert sum(calls.values()) <= 6, calls
+    assert len(await poison.peek_messages(max_messages=32)) == 32, "looking hid nothing"
+
+    async def inspect_unknown() -> None:
+        with pytest.raises(NotFound):
+            await replay.inspect(services, "11111111-0000-0000-0000-000000000000")
+
+    answer, *_ = await asyncio.gather(
+        replay.replay(services, batch_id=done.manifest.batch_id), inspect_unknown(), inspect_unknown()
+    )
+    assert answer["replayed"] == 40
+    assert (await poison.get_queue_properties()).approximate_message_count == 0

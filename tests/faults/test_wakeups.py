@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from shared import layout, poison_index
 from tests.faults.conftest import Recorder, StartStack
 from tests.faults.stack import audit, call, items_for, wait_until
 from tests.faults.test_crashes import SLOW_DRAIN, total
@@ -101,8 +102,15 @@ def test_concurrent_replays_with_duplicate_parked_copies_count_every_item_once(
     poison = stack.queue(f"{stack.work_queue}-poison")
     parked = poison.peek_messages(max_messages=32)
     duplicates = parked[: len(parked) // 2]
-    for message in duplicates:  # the same parked chunk twice, as a send repeated after a crash leaves it
-        poison.send_message(message.content)
+    state = stack.blobs().get_container_client(stack.state_container)
+    for message in duplicates:  # the same parked chunk twice, as a drainer redoing it after a crash leaves it
+        copy = poison.send_message(message.content)
+        entry = poison_index.Entry(poison.queue_name, copy.id, copy.pop_receipt, None, batch_id, message.content)
+        state.upload_blob(
+            layout.poison_index_blob(poison.queue_name, copy.id),
+            json.dumps(entry.to_json()),
+            metadata={"batch_id": batch_id},
+        )
     (stack.handler_logs / "fixed").write_text("the cause is fixed\n")
     body = json.dumps({"batch_id": batch_id}).encode()
     url = f"{stack.live_host().url}/api/poison/replay"
