@@ -41,7 +41,8 @@ async def answer(call: Callable[[], Awaitable[ApiResponse]]) -> ApiResponse:
     try:
         return await call()
     except RequestError as e:
-        return ApiResponse(e.status, e.body())
+        retry = {"Retry-After": str(e.retry_after_s)} if e.retry_after_s is not None else {}
+        return ApiResponse(e.status, e.body(), retry)
     except StorageUnavailable as e:
         log.warning("storage unavailable: %s", e)
         body = {"error": {"code": "storage_unavailable", "message": "storage is unreachable; retry later"}}

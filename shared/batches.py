@@ -24,6 +24,7 @@ MAX_IDEMPOTENCY_KEY = 256
 class State(str, Enum):
     STAGING = "staging"
     ACCEPTED = "accepted"
+    ABANDONED = "abandoned"  # its submit answered 503 (deadline or storage down): never accepted
 
 
 def new_batch_id(idempotency_key: str | None) -> str:
@@ -109,6 +110,8 @@ def admit(manifest: Manifest, attempt: str, *, now: datetime, staging_ttl_s: int
         return Admission.STALE
     if manifest.state is State.ACCEPTED:
         return Admission.PROCESS
+    if manifest.state is State.ABANDONED:
+        return Admission.ABANDONED
     started = manifest.attempt_started_at or manifest.created_at
     age_s = (now - datetime.fromisoformat(started)).total_seconds()
     return Admission.ABANDONED if age_s > staging_ttl_s else Admission.WAIT

@@ -24,6 +24,7 @@ class RequestError(QueueDrainError):
 
     status = 400
     code = "bad_request"
+    retry_after_s: int | None = None  # sent as Retry-After when set
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
@@ -69,6 +70,15 @@ class ReplayConflict(RequestError):
 
     status = 409
     code = "replay_conflict"
+
+
+class SubmitRefused(RequestError):
+    """Raised when a submit could not store its batch within SUBMIT_DEADLINE_S, or storage failed under it:
+    nothing it stored counts (the batch is marked abandoned and its chunks are discarded)."""
+
+    status = 503
+    code = "submit_not_stored"
+    retry_after_s = 10
 
 
 class NotFound(RequestError):

@@ -24,6 +24,7 @@ HANDLER_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 # A queue message holds 64 KiB; the design keeps inline chunks under the base64-inflated size.
 QUEUE_MESSAGE_MAX_BYTES = 64 * 1024
 INLINE_MAX_BYTES = QUEUE_MESSAGE_MAX_BYTES * 3 // 4
+STAGING_MARGIN_S = 30.0  # a submit's commit write after its deadline check, and clocks that disagree
 # Resolved by the Functions host from app settings (%NAME% in bindings), so they cannot default here.
 BINDING_SETTINGS = ("TRIGGER_QUEUE", "FALLBACK_SCHEDULE")
 
@@ -99,7 +100,10 @@ class Settings:
     retry_base_delay_ms: int = field(default=1_000, metadata=env("RETRY_BASE_DELAY_MS", minimum=0))
     retry_max_delay_ms: int = field(default=300_000, metadata=env("RETRY_MAX_DELAY_MS", minimum=0))
     retry_jitter: bool = field(default=True, metadata=env("RETRY_JITTER"))
-    staging_ttl_s: int = field(default=3600, metadata=env("STAGING_TTL_S", minimum=1))
+    # A submit answers within SUBMIT_DEADLINE_S (else a JSON 503: nothing it stored counts); a staging attempt
+    # older than STAGING_TTL_S is dead, and a drainer discards its chunks.
+    submit_deadline_s: float = field(default=30.0, metadata=env("SUBMIT_DEADLINE_S", minimum=1))
+    staging_ttl_s: int = field(default=120, metadata=env("STAGING_TTL_S", minimum=1))
     # The drain allocates about a thousand objects per message: Python's 700 would collect after each.
     gc_gen0_threshold: int = field(default=20_000, metadata=env("GC_GEN0_THRESHOLD", minimum=0))
     # fallback poller
@@ -116,6 +120,12 @@ class Settings:
     billing_distributor_share: Decimal = field(default=Decimal("0.20"), metadata=env("BILLING_DISTRIBUTOR_SHARE"))
 
     def __post_init__(self) -> None:
+        if self.staging_ttl_s < self.submit_deadline_s + STAGING_MARGIN_S:
+            raise SettingsError(
+                "STAGING_TTL_S",
+                f"{self.staging_ttl_s} s must be at least SUBMIT_DEADLINE_S ({self.submit_deadline_s:g} s) + "
+                f"{STAGING_MARGIN_S:g} s: a submit still staging within its deadline must not be judged dead",
+            )
         check_name("TRIGGER_QUEUE", self.trigger_queue, SERVICEBUS_ENTITY)
         check_name("WORK_QUEUE", self.work_queue, QUEUE_NAME)
         longest = max(self.partition_queues(), key=len) + "-poison"

@@ -35,6 +35,10 @@ def batch_status(manifest: Manifest, entries: Iterable[ResultEntry]) -> dict[str
     complete = manifest.state is State.ACCEPTED and len(done_chunks) == manifest.chunks
     if complete:
         status = "completed_with_failures" if failed else "completed"
+    elif manifest.state is State.ABANDONED:
+        status = "abandoned"  # its submit answered 503: never accepted, its chunks are discarded
+    elif manifest.state is State.STAGING:
+        status = "submitting"  # no 202 yet (and none if its submit fails)
     elif entries:
         status = "processing"
     else:

@@ -27,6 +27,8 @@ from shared.errors import (
     PreconditionFailed,
     ResourceConflict,
     StorageError,
+    StorageUnavailable,
+    SubmitRefused,
     TriggerUnavailable,
 )
 from shared.events import Reason, TriggerEvent
@@ -38,6 +40,7 @@ log = logging.getLogger(__name__)
 
 STORE_CONCURRENCY = 32
 THREAD_THRESHOLD_BYTES = 256 * 1024
+ABANDON_WRITE_S = 5.0  # how long a failed submit tries to mark its batch abandoned before answering
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ async def submit(
     idempotency_key: str | None,
 ) -> Submitted:
     settings = services.settings
+    deadline = asyncio.get_running_loop().time() + settings.submit_deadline_s
     key = checked_key(idempotency_key)
     limits = Limits.from_settings(settings)
     decode = functools.partial(
@@ -103,8 +107,18 @@ async def submit(
         await batch_index.record(container, claimed.manifest)  # the same name again: heals a crash before indexing
         return claimed
     manifest, etag = claimed
-    outgoing = await asyncio.to_thread(prepare, manifest, chunks, chunk_queues)
-    await store(services, outgoing)
+    try:
+        async with asyncio.timeout_at(deadline):
+            outgoing = await asyncio.to_thread(prepare, manifest, chunks, chunk_queues)
+            await store(services, outgoing)
+    except (TimeoutError, StorageUnavailable) as e:
+        await abandon(container, manifest, etag)
+        why = "storage failed" if isinstance(e, StorageUnavailable) else "the deadline passed"
+        raise SubmitRefused(
+            f"the batch could not be stored within SUBMIT_DEADLINE_S ({settings.submit_deadline_s:g} s; {why}); "
+            "nothing of it was kept: send it again (with the same Idempotency-Key, if you used one)",
+            batch_id=batch_id,
+        ) from e
     accepted_at = datetime.now(timezone.utc)
     try:
         etag = await write_json(
@@ -180,11 +194,35 @@ async def store(services: Services, outgoing: Sequence[Outgoing]) -> None:
             async with translated(f"enqueue to {item.queue}"):
                 await queues[item.queue].send_message(item.text, time_to_live=NEVER_EXPIRES)
 
-    # Every store finishes (or fails) before the request answers: no write outlives a failed submit.
-    results = await asyncio.gather(*(one(o) for o in outgoing), return_exceptions=True)
-    errors = [r for r in results if isinstance(r, BaseException)]
+    # The first failure stops the rest (they would each retry for seconds against the same outage), and every
+    # write has ended before the request answers: none outlives a failed submit.
+    tasks = [asyncio.ensure_future(one(o)) for o in outgoing]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    errors = [t.exception() for t in done if not t.cancelled() and t.exception() is not None]
     if errors:
-        raise errors[0]
+        raise errors[0]  # type: ignore[misc]
+
+
+async def abandon(container: ContainerClient, manifest: Manifest, etag: str) -> None:
+    """Mark a batch whose submit failed as abandoned, so drainers discard its chunks at once (best effort:
+    with storage down, its staging manifest is judged dead after STAGING_TTL_S instead)."""
+    try:
+        async with asyncio.timeout(ABANDON_WRITE_S):
+            await write_json(
+                container,
+                layout.manifest_blob(manifest.batch_id),
+                replace(manifest, state=State.ABANDONED).to_json(),
+                etag=etag,
+            )
+    except (TimeoutError, StorageError) as e:
+        log.warning("batch %s: could not mark the failed submit abandoned (%s)", manifest.batch_id, e)
+        return
+    log.warning("batch %s: submit failed; marked abandoned, its stored chunks will be discarded", manifest.batch_id)
 
 
 async def ring(services: Services, manifest: Manifest, payload_size: int) -> str:

@@ -248,11 +248,13 @@ def test_status_counts_lineages_and_knows_when_a_chunk_is_done():
     assert status["completed_at"] == (at + timedelta(seconds=2)).isoformat()
 
 
-def test_a_batch_still_staging_is_never_reported_completed():
+def test_a_batch_still_staging_is_never_reported_completed_or_accepted():
     at = datetime(2026, 1, 1, tzinfo=timezone.utc)
     status = batch_status(manifest((1,), State.STAGING), [ResultEntry(0, 0, 0, 1, 0, 0, at)])
-    assert status["status"] == "processing"
+    assert status["status"] == "submitting", "no 202 yet"
     assert status["submission"] == "incomplete"
+    assert batch_status(manifest((1,), State.STAGING), [])["status"] == "submitting"
+    assert batch_status(manifest((1,), State.ABANDONED), [])["status"] == "abandoned"
 
 
 @given(st.integers(0, 999_999), st.integers(0, 999), st.integers(0, 999_999))
