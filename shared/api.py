@@ -158,7 +158,7 @@ def replay_request(body: bytes, limits: Limits) -> dict[str, Any]:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise MalformedRequest(f"body is not UTF-8: {e}") from None
+        raise MalformedRequest(f"body is not valid JSON: not UTF-8 (byte {e.start})") from None
     intake.check_depth(text, limits)
     doc = intake.loads(text, "body")
     if not isinstance(doc, dict) or set(doc) - {"batch_id", "message_ids", "limit"}:

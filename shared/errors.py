@@ -81,6 +81,14 @@ class SubmitRefused(RequestError):
     retry_after_s = 10
 
 
+class SubmitBusy(RequestError):
+    """Raised when MAX_LARGE_SUBMITS large bodies are already being decoded and stored in this process."""
+
+    status = 503
+    code = "busy"
+    retry_after_s = 5
+
+
 class NotFound(RequestError):
     """Raised when a requested resource (a batch, a poison chunk) does not exist."""
 

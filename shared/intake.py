@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,14 @@ class Intake:
 
 def media_type(content_type: str | None) -> str:
     return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def possible_size(body_bytes: int, content_encoding: str | None, limits: Limits) -> int:
+    """The most bytes this body may decode to, before decoding it: its own size, or for gzip what the ratio
+    limit lets it inflate to (the ratio applies from GZIP_RATIO_FLOOR_BYTES on), at most MAX_BODY_BYTES."""
+    if (content_encoding or "identity").strip().lower() == "identity":
+        return body_bytes
+    return min(limits.max_body_bytes + 1, max(GZIP_RATIO_FLOOR_BYTES, body_bytes * limits.max_gzip_ratio))
 
 
 def decode_body(body: bytes, *, content_type: str | None, content_encoding: str | None, limits: Limits) -> Intake:
@@ -136,29 +145,109 @@ def encode_item(item: Any) -> str:
     return json.dumps(item, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
 
+_DECODER = json.JSONDecoder()
+SMALL_TEXT = 64 * 1024
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+
+
 def parse_json(text: str, limits: Limits) -> list[str]:
-    # `{"items": [...]}` adds two levels around each item.
-    check_depth(text, limits, extra=2)
-    document = loads(text, "body")
-    if not isinstance(document, dict) or "items" not in document:
+    """`{"items": [...]}`, decoded item by item: the item-count, item-size and depth limits hold while it is
+    read (a refused body stops at the first item past a limit), no single call holds the interpreter for the
+    whole body, and only one item's Python objects exist at a time."""
+    pos = _skip(text, 0)
+    if not text.startswith("{", pos):
+        _valid_if_small(text, limits)
         raise MalformedRequest('body must be a JSON object with an "items" array')
-    items = document["items"]
-    if not isinstance(items, list):
-        raise MalformedRequest(f'"items" must be an array, not {type(items).__name__}')
-    unknown = sorted(set(document) - {"items"})
-    if unknown:
-        raise MalformedRequest(f"unknown top-level field(s): {', '.join(unknown[:5])}")
+    pos = _skip(text, pos + 1)
+    items: list[str] | None = None
+    while not text.startswith("}", pos):
+        key, pos = _decode(text, pos, "body", limits)
+        if not isinstance(key, str):
+            raise MalformedRequest('body must be a JSON object with an "items" array')
+        if key != "items":
+            _valid_if_small(text, limits)  # invalid JSON is named first, as a whole-body parse would
+            if items is None:
+                raise MalformedRequest(f'body must be a JSON object with an "items" array, not {key[:64]!r}')
+            raise MalformedRequest(f"unknown top-level field(s): {key[:64]}")
+        if items is not None:
+            raise MalformedRequest('"items" appears twice')
+        pos = _expect(text, _skip(text, pos), ":")
+        items, pos = _items(text, _skip(text, pos), limits)
+        pos = _skip(text, pos)
+        if text.startswith(",", pos):
+            pos = _skip(text, pos + 1)
+        elif not text.startswith("}", pos):
+            raise MalformedRequest(f"body is not valid JSON: expected ',' or '}}' at character {pos}")
+    if _skip(text, pos + 1) != len(text):
+        raise MalformedRequest(f"body is not valid JSON: extra data at character {_skip(text, pos + 1)}")
+    if items is None:
+        raise MalformedRequest('body must be a JSON object with an "items" array')
     check_count(len(items), limits)
+    return items
+
+
+def _items(text: str, pos: int, limits: Limits) -> tuple[list[str], int]:
+    if not text.startswith("[", pos):
+        value, _ = _decode(text, pos, "body", limits)
+        raise MalformedRequest(f'"items" must be an array, not {type(value).__name__}')
+    items: list[str] = []
+    pos = _skip(text, pos + 1)
+    if text.startswith("]", pos):
+        return items, pos + 1
+    while True:
+        if len(items) >= limits.max_items:
+            check_count(len(items) + 1, limits)
+        item, end = _decode(text, pos, f"item {len(items)}", limits)
+        # `{"items": [...]}` adds two levels around each item.
+        check_depth(text[pos:end], limits, where=f"item {len(items)}")
+        try:
+            items.append(checked_item(encode_item(item), len(items), limits))
+        except ValueError as e:  # NaN/Infinity sneak in through Python's lenient parser
+            raise MalformedRequest(f"items contain a value JSON cannot carry: {e}") from None
+        pos = _skip(text, end)
+        if text.startswith("]", pos):
+            return items, pos + 1
+        pos = _skip(text, _expect(text, pos, ","))
+
+
+def _valid_if_small(text: str, limits: Limits) -> None:
+    """Raise 'not valid JSON' for a small body that is not JSON at all (a large one is not parsed whole just
+    to name its error: its first shape error is named instead)."""
+    if len(text) <= SMALL_TEXT:
+        check_depth(text, limits)
+        loads(text, "body")
+
+
+def _skip(text: str, pos: int) -> int:
+    match = _WHITESPACE.match(text, pos)
+    return match.end() if match else pos
+
+
+def _expect(text: str, pos: int, char: str) -> int:
+    if not text.startswith(char, pos):
+        raise MalformedRequest(f"body is not valid JSON: expected {char!r} at character {pos}")
+    return pos + 1
+
+
+def _decode(text: str, pos: int, where: str, limits: Limits) -> tuple[Any, int]:
     try:
-        return [checked_item(encode_item(item), n, limits) for n, item in enumerate(items)]
-    except ValueError as e:  # NaN/Infinity sneak in through Python's lenient parser
-        raise MalformedRequest(f"items contain a value JSON cannot carry: {e}") from None
+        return _DECODER.raw_decode(text, pos)
+    except RecursionError:
+        raise LimitExceeded(
+            f"{where} nests too deeply to parse, more than MAX_JSON_DEPTH",
+            limit="MAX_JSON_DEPTH",
+            maximum=limits.max_json_depth,
+            status=400,
+        ) from None
+    except ValueError as e:
+        raise MalformedRequest(f"body is not valid JSON: {e}") from None
 
 
 def parse_ndjson(text: str, limits: Limits) -> list[str]:
     items: list[str] = []
     # Lines end at "\n" only: str.splitlines() would also cut at U+2028, U+0085, \x1e..., which JSON strings may hold.
-    for line_no, line in enumerate(text.split("\n"), start=1):
+    # One line at a time (a list of every line first would cost tens of bytes per line more than the body).
+    for line_no, line in enumerate(_lines(text), start=1):
         if not line.strip(" \t\r"):  # JSON whitespace only
             continue
         if len(items) >= limits.max_items:
@@ -171,6 +260,17 @@ def parse_ndjson(text: str, limits: Limits) -> list[str]:
             raise MalformedRequest(f"line {line_no} holds a value JSON cannot carry: {e}") from None
     check_count(len(items), limits)
     return items
+
+
+def _lines(text: str) -> Iterator[str]:
+    start = 0
+    while True:
+        end = text.find("\n", start)
+        if end < 0:
+            yield text[start:]
+            return
+        yield text[start:end]
+        start = end + 1
 
 
 def check_count(count: int, limits: Limits) -> None:

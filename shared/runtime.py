@@ -46,9 +46,12 @@ class Services:
     committed: CommittedAttempts = field(default_factory=CommittedAttempts)
     # trigger events a submit could not publish, tried again from this process
     deferred: DeferredTriggers = field(init=False)
+    # large submits being decoded and stored now (MAX_LARGE_SUBMITS)
+    large_submits: asyncio.Semaphore = field(init=False)
 
     def __post_init__(self) -> None:
         self.deferred = DeferredTriggers(lambda: self.publisher)
+        self.large_submits = asyncio.Semaphore(self.settings.max_large_submits)
 
     async def close(self) -> None:
         await self.deferred.close()

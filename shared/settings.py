@@ -103,6 +103,8 @@ class Settings:
     # A submit answers within SUBMIT_DEADLINE_S (else a JSON 503: nothing it stored counts); a staging attempt
     # older than STAGING_TTL_S is dead, and a drainer discards its chunks.
     submit_deadline_s: float = field(default=30.0, metadata=env("SUBMIT_DEADLINE_S", minimum=1))
+    # Bodies that may decode past 256 KiB are parsed on a thread, this many at once per process (excess: 503).
+    max_large_submits: int = field(default=2, metadata=env("MAX_LARGE_SUBMITS", minimum=1, maximum=64))
     staging_ttl_s: int = field(default=120, metadata=env("STAGING_TTL_S", minimum=1))
     # The drain allocates about a thousand objects per message: Python's 700 would collect after each.
     gc_gen0_threshold: int = field(default=20_000, metadata=env("GC_GEN0_THRESHOLD", minimum=0))

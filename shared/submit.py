@@ -28,11 +28,12 @@ from shared.errors import (
     ResourceConflict,
     StorageError,
     StorageUnavailable,
+    SubmitBusy,
     SubmitRefused,
     TriggerUnavailable,
 )
 from shared.events import Reason, TriggerEvent
-from shared.intake import Limits, decode_body
+from shared.intake import Intake, Limits, decode_body, possible_size
 from shared.runtime import Services
 from shared.storage import NEVER_EXPIRES, read_json, translated, write_bytes, write_json
 
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 
 STORE_CONCURRENCY = 32
 THREAD_THRESHOLD_BYTES = 256 * 1024
+LARGE_SUBMIT_BYTES = 8 * 2**20  # a body that may decode past this counts against MAX_LARGE_SUBMITS
 ABANDON_WRITE_S = 5.0  # how long a failed submit tries to mark its batch abandoned before answering
 
 
@@ -82,8 +84,26 @@ async def submit(
     decode = functools.partial(
         decode_body, body, content_type=content_type, content_encoding=content_encoding, limits=limits
     )
-    # Parsing a large body is CPU work: keep the event loop (other requests, drains) responsive.
-    intake = await asyncio.to_thread(decode) if len(body) > THREAD_THRESHOLD_BYTES else decode()
+    possible = possible_size(len(body), content_encoding, limits)
+    if possible <= THREAD_THRESHOLD_BYTES:
+        return await _submit(services, decode(), key, deadline)
+    # A body that may decode past the threshold is parsed on a thread, item by item: the event loop (other
+    # requests, drains) gets the interpreter back every few milliseconds.
+    if possible <= LARGE_SUBMIT_BYTES:
+        return await _submit(services, await asyncio.to_thread(decode), key, deadline)
+    # And only MAX_LARGE_SUBMITS really large ones at once: each may hold about 3x MAX_BODY_BYTES (the body, its
+    # text, its items) until its chunks are stored.
+    if services.large_submits.locked():
+        raise SubmitBusy(
+            f"{settings.max_large_submits} large submit(s) are being stored (MAX_LARGE_SUBMITS); retry shortly",
+            limit="MAX_LARGE_SUBMITS",
+        )
+    async with services.large_submits:
+        return await _submit(services, await asyncio.to_thread(decode), key, deadline)
+
+
+async def _submit(services: Services, intake: Intake, key: str | None, deadline: float) -> Submitted:
+    settings = services.settings
     now = datetime.now(timezone.utc)
     batch_id = new_batch_id(key)
     chunks = plan_chunks(intake.items, max_items=settings.chunk_max_items, max_bytes=settings.chunk_max_bytes)

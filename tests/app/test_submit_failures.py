@@ -12,6 +12,7 @@ import json
 import time
 from typing import Any
 
+import pytest
 from azure.core.exceptions import HttpResponseError
 from azure.storage.queue.aio import QueueClient
 
@@ -80,3 +81,81 @@ async def test_a_submit_past_its_deadline_answers_503_in_time_and_nothing_of_it_
     assert answered_s < 2.5, "answered at the deadline, not when every send was done"
     status = await read_batch_status(services, reply.body["error"]["batch_id"])
     assert status["status"] == "abandoned"
+
+
+async def ticking(stop: asyncio.Event, gaps: list[float]) -> None:
+    """Measures how long the event loop goes without running this task (10 ms sleeps)."""
+    last = time.monotonic()
+    while not stop.is_set():
+        await asyncio.sleep(0.01)
+        now = time.monotonic()
+        gaps.append(now - last - 0.01)
+        last = now
+
+
+def sprinkled(unit: bytes, marked: bytes, count: int = 15_000_000) -> bytes:
+    """`count` units, one in about 170 a slightly different one (seeded), so that gzip shrinks them about
+    190x: inside the 200x ratio limit, as the attack's body was."""
+    import random
+
+    rng, parts, n = random.Random(12), [], 0
+    while n < count:
+        gap = int(rng.expovariate(0.006))
+        parts.append(unit * gap + marked)
+        n += gap + 1
+    return b"".join(parts)
+
+
+@pytest.mark.parametrize("kind", ["ndjson", "json"])
+async def test_a_small_gzip_that_inflates_huge_never_stalls_the_event_loop_and_stops_at_the_item_limit(configure, kind):
+    """About 250 KB of gzip that inflates to tens of MB of `{}` items, inside the 200x ratio: it used to be
+    parsed on the event loop (the choice looked at the compressed size), whole, before MAX_ITEMS was checked:
+    seconds of stall and about a gigabyte. The target is 100 ms; the bound here leaves room for a loaded
+    machine (the reliability drill measures it against a running drain)."""
+    import gzip
+
+    from shared.errors import LimitExceeded
+    from shared.submit import submit
+
+    services = configure(MAX_ITEMS="250000")
+    if kind == "ndjson":
+        raw, content_type = sprinkled(b"{}\n", b"{} \n"), "application/x-ndjson"
+    else:
+        raw, content_type = b'{"items":[' + sprinkled(b"{},", b"{} ,") + b"{}]}", "application/json"
+    body = gzip.compress(raw, 6)
+    assert len(raw) > 40 * 2**20
+    assert len(body) < 300_000
+    assert len(raw) < 200 * len(body), "inside MAX_GZIP_RATIO"
+    del raw
+    stop, gaps = asyncio.Event(), []
+    ticker = asyncio.create_task(ticking(stop, gaps))
+    started = time.monotonic()
+    try:
+        with pytest.raises(LimitExceeded) as refused:
+            await submit(services, body, content_type=content_type, content_encoding="gzip", idempotency_key=None)
+    finally:
+        stop.set()
+        await ticker
+    assert refused.value.details["limit"] == "MAX_ITEMS"
+    stall = max(gaps, default=time.monotonic() - started)  # no tick at all: stalled the whole time
+    assert stall < 0.5, f"the event loop stalled {stall:.2f} s"
+    assert time.monotonic() - started < 20
+
+
+async def test_large_submits_beyond_max_large_submits_get_a_503_with_retry_after(configure, monkeypatch):
+    configure(publisher=RecordingPublisher(), MAX_LARGE_SUBMITS="1", CHUNK_MAX_ITEMS="100")
+    sends_then(monkeypatch, ok=0, then="slow", delay_s=0.3)
+    big = "\n".join(json.dumps({**ITEMS[0], "id": f"b-{i}", "pad": "x" * 900}) for i in range(10_000)).encode()
+    assert len(big) > 8 * 2**20
+
+    first = asyncio.create_task(api.submit_batch(big, {"content-type": "application/x-ndjson"}))
+    await asyncio.sleep(0.5)  # the first is decoding or storing
+    second = await api.submit_batch(big, {"content-type": "application/x-ndjson"})
+    small = await api.submit_batch(BODY, {"content-type": "application/x-ndjson"})
+    answered = await first
+
+    assert second.status == 503, second.body
+    assert second.body["error"]["code"] == "busy"
+    assert second.headers["Retry-After"].isdigit()
+    assert answered.status == 202, answered.body
+    assert small.status == 202, "small submits are not held back"
