@@ -1,8 +1,10 @@
 """Call a user function as the host does: Executing/Executed lines, functionTimeout, sync on threads.
 
-Async functions run on the host's event loop; sync functions on a thread pool. At functionTimeout an
-async invocation is cancelled; a sync one cannot be stopped (Python cannot kill a thread), so the host
-logs the timeout and stops waiting for it.
+Async functions run on the host's event loop; sync functions on a thread pool. At functionTimeout the real
+host restarts the language worker process, which ends every invocation in flight, not only the one that
+timed out. Here the app runs in the host's own process, so the restart is played out as its effect: every
+invocation in flight is ended (async ones cancelled; a sync one cannot be stopped, since Python cannot kill
+a thread, so the host stops waiting for it), with the real host's log lines.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class Invoker:
         self.timeout_s = timeout_s
         self._executor = executor
         self._in_flight: set[asyncio.Task[Outcome]] = set()
+        self._ended_by_restart: set[asyncio.Task[Any]] = set()
 
     @property
     def in_flight(self) -> int:
@@ -97,7 +100,9 @@ class Invoker:
         try:
             value = await self._call(spec, kwargs, invocation_id)
         except asyncio.CancelledError:
-            error = asyncio.CancelledError("the host is shutting down")
+            restarted = asyncio.current_task() in self._ended_by_restart
+            why = "the worker was restarted after a function timeout" if restarted else "the host is shutting down"
+            error = asyncio.CancelledError(why)
         except Exception as e:
             error = e
         outcome = Outcome(invocation_id, (time.monotonic() - started) * 1000, value, error)
@@ -121,8 +126,19 @@ class Invoker:
             return await asyncio.wait_for(running, self.timeout_s)
         except TimeoutError as e:
             if running.cancelled() or not running.done():
+                self._restart_worker()
                 raise self._timed_out(spec, invocation_id) from e
             raise
+
+    def _restart_worker(self) -> None:
+        """What the real host's worker restart does to the other invocations in flight: it ends them."""
+        others = [t for t in self._in_flight if t is not asyncio.current_task()]
+        log.error("A function timeout has occurred. Restarting the language worker: ending %d other "
+                  "invocation(s) in flight.", len(others))  # fmt: skip
+        for task in others:
+            self._ended_by_restart.add(task)
+            task.add_done_callback(self._ended_by_restart.discard)
+            task.cancel()
 
     def _timed_out(self, spec: FunctionSpec, invocation_id: str) -> FunctionTimeoutError:
         limit = format_timespan(self.timeout_s or 0)

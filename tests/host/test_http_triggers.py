@@ -118,3 +118,21 @@ def test_the_start_banner_lists_urls_and_says_auth_is_not_enforced(http_host: Ru
     assert f"echo: [POST,PUT] {http_host.base_url}/api/echo/{{name}}" in log
     assert f"item: [GET] {http_host.base_url}/api/items/{{id:int}}" in log
     assert "Auth levels (function, admin) are not enforced by the local host" in log
+
+
+async def test_a_function_timeout_ends_every_invocation_in_flight_as_the_real_hosts_worker_restart_does(
+    http_host: RunningHost,
+) -> None:
+    """The real host restarts the language worker when a function times out, which ends every invocation in
+    flight. One invocation that will time out (2 s) and one, started a second later, that would have finished
+    at 3.5 s: both end at the timeout."""
+    first = asyncio.create_task(fetch("GET", f"{http_host.base_url}/api/slow/10?tag=r1"))
+    await asyncio.sleep(1.0)
+    second = asyncio.create_task(fetch("GET", f"{http_host.base_url}/api/slow/2.5?tag=r2"))
+    answers = await asyncio.gather(first, second)
+
+    assert [a.status for a in answers] == [500, 500]
+    log = http_host.wait_for_log("Restarting the language worker")
+    assert "ending 1 other invocation(s) in flight" in log
+    assert (http_host.markers / "slow-r1").read_text() == "cancelled"
+    assert (http_host.markers / "slow-r2").read_text() == "cancelled", "ended with the worker, not finished"
