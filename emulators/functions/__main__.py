@@ -70,6 +70,7 @@ def prepare(app_dir: Path, port: int | None, grace_s: float) -> Host:
         body_limit_bytes=config.body_limit_bytes(environ),
         grace_s=grace_s,
         keys=configured_keys,
+        loop_warn_ms=config.loop_warn_ms(environ),
     )
 
 

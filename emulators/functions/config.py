@@ -216,3 +216,20 @@ def body_limit_bytes(environ: Mapping[str, str]) -> int:
 def process_environ() -> MutableMapping[str, str]:
     """The one place the host touches the process environment (the app reads its settings from it)."""
     return os.environ
+
+
+LOOP_WARN_SETTING = "LOCAL_HOST_LOOP_WARN_MS"  # local host only: see looplag.py
+DEFAULT_LOOP_WARN_MS = 100
+
+
+def loop_warn_ms(environ: Mapping[str, str]) -> int:
+    raw = environ.get(LOOP_WARN_SETTING, "").strip()
+    if not raw:
+        return DEFAULT_LOOP_WARN_MS
+    try:
+        value = int(raw)
+    except ValueError as e:
+        raise ConfigError(f"{LOOP_WARN_SETTING}={raw!r} is not a whole number of milliseconds") from e
+    if value < 0:
+        raise ConfigError(f"{LOOP_WARN_SETTING}={value} must be 0 (off) or more")
+    return value

@@ -20,6 +20,7 @@ from emulators.functions.http import HttpFrontEnd, HttpRoute, http_routes
 from emulators.functions.indexing import FunctionSpec, LoadFailure
 from emulators.functions.invoke import Invoker
 from emulators.functions.keys import Keys
+from emulators.functions.looplag import watch_loop
 from emulators.functions.server import HostRunner
 from emulators.functions.servicebus import (
     SERVICE_BUS_TRIGGER,
@@ -70,6 +71,7 @@ class Host:
     body_limit_bytes: int
     grace_s: float
     keys: Keys | None = None
+    loop_warn_ms: int = 0
     invoker: Invoker = field(init=False)
     _executor: ThreadPoolExecutor = field(init=False)
 
@@ -127,7 +129,7 @@ class Host:
         return storage
 
     def _listeners(self, storage: HostStorage | None, stopping: asyncio.Event) -> list[Coroutine[Any, Any, None]]:
-        coros = []
+        coros = [self._guard("event loop watch", watch_loop(stopping, self.loop_warn_ms))]
         for timer in self.plan.timers:
             assert storage is not None
             listener = TimerListener(timer, storage, self.invoker, self.host_id, self.options.singleton)

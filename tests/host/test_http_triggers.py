@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from dataclasses import dataclass
 
 import aiohttp
@@ -136,3 +137,14 @@ async def test_a_function_timeout_ends_every_invocation_in_flight_as_the_real_ho
     assert "ending 1 other invocation(s) in flight" in log
     assert (http_host.markers / "slow-r1").read_text() == "cancelled"
     assert (http_host.markers / "slow-r2").read_text() == "cancelled", "ended with the worker, not finished"
+
+
+async def test_a_function_that_blocks_the_event_loop_is_named_in_the_log_with_how_long(http_host: RunningHost) -> None:
+    """The local host runs the app in its own loop; its loop watch logs a block past 100 ms with the figure."""
+    fine = await fetch("GET", f"{http_host.base_url}/api/block/0.01")
+    blocked = await fetch("GET", f"{http_host.base_url}/api/block/0.4")
+
+    assert (fine.status, blocked.status) == (200, 200)
+    log = http_host.wait_for_log("The event loop was blocked for")
+    figures = [int(ms) for ms in re.findall(r"The event loop was blocked for (\d+) ms", log)]
+    assert any(300 <= ms <= 2000 for ms in figures), figures

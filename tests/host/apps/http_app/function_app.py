@@ -58,6 +58,12 @@ async def slow(req: func.HttpRequest) -> func.HttpResponse:
     return func.HttpResponse("done")
 
 
+@app.route(route="block/{seconds}")
+async def block(req: func.HttpRequest) -> func.HttpResponse:
+    time.sleep(float(req.route_params["seconds"]))  # noqa: ASYNC251 - blocks the host's event loop, on purpose
+    return func.HttpResponse("done")
+
+
 @app.route(route="slow-sync/{seconds}")
 def slow_sync(req: func.HttpRequest) -> func.HttpResponse:
     time.sleep(float(req.route_params["seconds"]))
