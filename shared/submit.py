@@ -91,8 +91,8 @@ async def submit(
     # requests, drains) gets the interpreter back every few milliseconds.
     if possible <= LARGE_SUBMIT_BYTES:
         return await _submit(services, await asyncio.to_thread(decode), key, deadline)
-    # And only MAX_LARGE_SUBMITS really large ones at once: each may hold about 3x MAX_BODY_BYTES (the body, its
-    # text, its items) until its chunks are stored.
+    # And only MAX_LARGE_SUBMITS really large ones at once: each may hold 2-3x MAX_BODY_BYTES (the body, its items,
+    # and for JSON its text) until its chunks are stored.
     if services.large_submits.locked():
         raise SubmitBusy(
             f"{settings.max_large_submits} large submit(s) are being stored (MAX_LARGE_SUBMITS); retry shortly",

@@ -17,7 +17,7 @@ from typing import Any
 DEFAULT_JSON = Path(".devstack/reliability.json")
 DEFAULT_OUT = Path("RELIABILITY.md")
 
-# The scenarios, by the number each row's name starts with (8 and 9: issue 18).
+# The scenarios, by the number each row's name starts with (8 and 9: issue 18; 10: issue 12).
 SCENARIOS = {
     "1": "`kill -9` of the host mid-drain, restarted each time",
     "2": "Azurite restarted mid-drain (same data folder)",
@@ -28,6 +28,7 @@ SCENARIOS = {
     "7": "drainer killed holding its lease",
     "8": "storage and Service Bus failing under a drainer, then `kill -9`, fallback 10 minutes away",
     "9": "replay races: concurrent replays of a batch with duplicate parked copies",
+    "10": "large hostile bodies during a drain",
 }
 
 INTRO = """# Reliability drills
