@@ -177,6 +177,21 @@ class Settings:
         return cls(**values)
 
 
+# The parts of an identity-based connection the app reads (`<setting>__<part>`), as storage_connection and
+# servicebus_connection below read them.
+STORAGE_IDENTITY_PARTS = ("accountName", "queueServiceUri", "blobServiceUri", "clientId")
+SERVICEBUS_IDENTITY_PARTS = ("fullyQualifiedNamespace", "clientId")
+
+
+def setting_names(storage_setting: str = "AzureWebJobsStorage") -> frozenset[str]:
+    """Every app setting the app itself reads. A deployment template may set no other name, except the ones
+    the Functions host reads (tests/infra checks that)."""
+    fields = {str(f.metadata["env"]) for f in dataclasses.fields(Settings) if f.metadata.get("env")}
+    storage = {storage_setting, *(f"{storage_setting}__{p}" for p in STORAGE_IDENTITY_PARTS)}
+    servicebus = {"ServiceBusConnection", *(f"ServiceBusConnection__{p}" for p in SERVICEBUS_IDENTITY_PARTS)}
+    return frozenset({*fields, *storage, *servicebus, "STORAGE_CONNECTION"})
+
+
 def check_name(variable: str, value: str, pattern: re.Pattern[str]) -> None:
     if not pattern.fullmatch(value):
         raise SettingsError(variable, f"{value!r} is not a valid name (pattern {pattern.pattern})")

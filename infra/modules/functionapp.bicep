@@ -1,0 +1,88 @@
+// The function app on Flex Consumption (Linux, Python 3.11), running as the user-assigned identity. Its
+// deployment package lives in a blob container reached with that identity; the app settings are names and
+// endpoints only (identity-based connections), never a key or a connection string with a secret.
+param name string
+param planName string
+param location string
+param tags object
+param identityId string
+param identityClientId string
+param instanceMemoryMB int
+param maximumInstanceCount int
+@description('Always-ready instances for the drain function (Service Bus trigger); 0 for none.')
+param drainAlwaysReady int
+param deploymentContainerUrl string
+param applicationInsightsName string
+@description('The app settings the app and the host read (names checked by tests/infra/test_templates.py).')
+param appSettings object
+
+resource insights 'Microsoft.Insights/components@2020-02-02' existing = {
+  name: applicationInsightsName
+}
+
+resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
+  name: planName
+  location: location
+  tags: tags
+  kind: 'functionapp'
+  sku: {
+    name: 'FC1'
+    tier: 'FlexConsumption'
+  }
+  properties: {
+    reserved: true
+  }
+}
+
+resource site 'Microsoft.Web/sites@2024-04-01' = {
+  name: name
+  location: location
+  tags: union(tags, { 'azd-service-name': 'api' })
+  kind: 'functionapp,linux'
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${identityId}': {}
+    }
+  }
+  properties: {
+    serverFarmId: plan.id
+    httpsOnly: true
+    siteConfig: {
+      minTlsVersion: '1.2'
+    }
+    functionAppConfig: {
+      deployment: {
+        storage: {
+          type: 'blobContainer'
+          value: deploymentContainerUrl
+          authentication: {
+            type: 'UserAssignedIdentity'
+            userAssignedIdentityResourceId: identityId
+          }
+        }
+      }
+      scaleAndConcurrency: {
+        instanceMemoryMB: instanceMemoryMB
+        maximumInstanceCount: maximumInstanceCount
+        alwaysReady: drainAlwaysReady > 0 ? [{ name: 'function:drain', instanceCount: drainAlwaysReady }] : []
+      }
+      runtime: {
+        name: 'python'
+        version: '3.11'
+      }
+    }
+  }
+}
+
+resource settings 'Microsoft.Web/sites/config@2024-04-01' = {
+  parent: site
+  name: 'appsettings'
+  properties: union(appSettings, {
+    APPLICATIONINSIGHTS_CONNECTION_STRING: insights.properties.ConnectionString
+    APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
+  })
+}
+
+output name string = site.name
+output url string = 'https://${site.properties.defaultHostName}'
