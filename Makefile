@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PY_OK  := $(VENV)/.installed
 NODE_OK := node_modules/.installed
 
-.PHONY: chromium setup run test test-fast lint format mypy check clean bench bench-platform bench-quick reliability
+.PHONY: chromium setup package run test test-fast lint format mypy check clean bench bench-platform bench-quick reliability
 
 $(PY_OK): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,10 @@ run: setup
 ## make test: the whole suite against a real Azurite and the real broker started by the fixtures
 test: setup
 	$(BIN)/python -m pytest
+
+## make package: the deployment zip as `func azure functionapp publish` builds it, installed and indexed in a clean venv
+package: setup
+	$(BIN)/python -m devstack.package dist/queue-drain.zip
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not faults and not slow"
