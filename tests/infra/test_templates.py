@@ -4,6 +4,7 @@ cover what the app does. No Azure subscription is involved; what that leaves unp
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -208,3 +209,17 @@ def test_the_roles_cover_every_service_bus_call_the_app_makes_and_what_the_host_
     for operation in calls | host:
         assert roles.SERVICEBUS_OPERATIONS[operation] & granted, f"no assigned role allows {operation}"
     assert roles.TELEMETRY & assigned_roles({"insights"}), "telemetry to Application Insights with Entra ID"
+
+
+def test_azd_parameters_name_only_parameters_the_template_has_and_give_every_required_one() -> None:
+    given = set(json.loads((INFRA / "main.parameters.json").read_text())["parameters"])
+    declared, required = set(), set()
+    for node in tree("main.bicep").named_children:
+        if node.type == "parameter_declaration":
+            name = text(node.named_children[0])
+            declared.add(name)
+            if not any(c.type == "=" for c in node.children):
+                required.add(name)
+    assert given <= declared, f"unknown parameters: {sorted(given - declared)}"
+    assert required <= given, f"azd would prompt for {sorted(required - given)}"
+    assert required == {"environmentName", "location"}
