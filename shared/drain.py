@@ -36,7 +36,8 @@ from shared.errors import (
 )
 from shared.events import Reason, TriggerEvent
 from shared.handlers import ChunkContext, ChunkResult, ItemOutcome, checked, is_async
-from shared.leases import DrainLease
+from shared.leases import DrainLease, queue_leases
+from shared.rates import REPORT_FROM_PER_S, RateMeter, advice
 from shared.result_store import ResultWriter
 from shared.runtime import Services
 from shared.scaling import deserves_slot, drainers_for_depth, wakeup_for
@@ -133,6 +134,9 @@ class Drainer:
         self._random = random.Random()
         self._storage_failed = False
         self._manifest_reads: dict[str, asyncio.Future[Manifest]] = {}
+        self._meter = RateMeter(clock)
+        self._rate_written = 0.0
+        self._rate_warned = False
 
     # -- the session -----------------------------------------------------------------------------------------
 
@@ -190,7 +194,8 @@ class Drainer:
     async def _session(self) -> bool | None:
         """One lease tenure. None: lease taken; True: work may remain; False: the queue looked empty."""
         lease = DrainLease(self.state, self.queue_name, self.slot, lease_s=self.settings.lease_s)
-        if not await lease.acquire(on_renew=self._keep_watchdog_ahead):
+        self._meter = RateMeter(self.clock)
+        if not await lease.acquire(on_renew=lambda: self._at_renewal(lease)):
             if self.report.sessions == 0:
                 self.report.outcome = "lease-taken"
             return None
@@ -250,6 +255,7 @@ class Drainer:
             if not page:
                 return "empty"
             self.report.messages += len(page)
+            self._meter.add(len(page))
             if len(page) == self.settings.receive_batch:
                 # Grow only while the handlers keep up: a receiver whose page would wait for a chunk slot
                 # only hides messages that another instance's drainer could be working on.
@@ -625,6 +631,30 @@ class Drainer:
         self._watchdog = (number, self.clock() + delay, self._epoch_ms() + delay * 1000)
         if previous is not None:
             await self._cancel(previous[0])
+
+    async def _at_renewal(self, lease: DrainLease) -> None:
+        await self._keep_watchdog_ahead()
+        await self._watch_rate(lease)
+
+    async def _watch_rate(self, lease: DrainLease) -> None:
+        """Write this drainer's message rate on its lease while it matters; slot 0 then sums the queue's and
+        says when it nears the queue's scalability target (the rate behind /api/queues' advice)."""
+        rate = self._meter.sample()
+        if rate < REPORT_FROM_PER_S and self._rate_written < REPORT_FROM_PER_S:
+            return
+        await lease.publish_rate(rate)
+        self._rate_written = rate
+        if self.slot != 0 or rate < REPORT_FROM_PER_S or self._rate_warned:
+            return
+        try:
+            leases = await queue_leases(self.state, self.queue_name, fresh_s=self.settings.lease_s)
+        except StorageError as e:
+            log.debug("rates of %s not read: %s", self.queue_name, e)
+            return
+        said = advice(self.queue_name, leases.rate_per_s, len(self.settings.partition_queues()))
+        if said is not None:
+            log.warning("%s", said)
+            self._rate_warned = True
 
     async def _keep_watchdog_ahead(self) -> None:
         """Called at each lease renewal: a long session keeps its watchdog ahead of a possible crash, and of

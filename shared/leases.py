@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from azure.storage.blob.aio import BlobLeaseClient, ContainerClient
@@ -14,6 +16,8 @@ from shared.errors import ResourceConflict, ResourceMissing, StorageError
 from shared.storage import translated
 
 log = logging.getLogger(__name__)
+
+RATE_KEY, RATE_AT_KEY = "rate", "rateat"  # lease blob metadata: messages/s, and when (epoch seconds)
 
 
 class DrainLease:
@@ -75,6 +79,17 @@ class DrainLease:
             if on_renew is not None:
                 await on_renew()
 
+    async def publish_rate(self, rate_per_s: float) -> None:
+        """Write this drainer's message rate on its lease blob (best effort: the rate is a view)."""
+        if self._lease is None:
+            return
+        metadata = {RATE_KEY: f"{rate_per_s:.1f}", RATE_AT_KEY: str(int(time.time()))}
+        try:
+            async with translated(f"publish rate of {self.queue}/{self.slot}"):
+                await self._blob.set_blob_metadata(metadata, lease=self._lease)
+        except StorageError as e:
+            log.debug("rate of %s/%d not written: %s", self.queue, self.slot, e)
+
     async def release(self) -> None:
         if self._renewer is not None:
             self._renewer.cancel()
@@ -90,6 +105,29 @@ class DrainLease:
                 # It expires by itself at expires_at; the drainer leaves a wake-up for then.
                 log.warning("releasing drain lease %s/%d failed: %s", self.queue, self.slot, e)
         self._lease = None
+
+
+@dataclass(frozen=True)
+class QueueLeases:
+    active: int  # slots leased now
+    rate_per_s: float  # the sum of the rates the leased slots wrote in the last `fresh_s`
+
+
+async def queue_leases(container: ContainerClient, queue: str, *, fresh_s: float) -> QueueLeases:
+    """The leased slots of `queue` and their total message rate (one listing transaction, with metadata)."""
+    active, rate, now = 0, 0.0, time.time()
+    async with translated(f"list drain leases of {queue}"):
+        async for blob in container.list_blobs(name_starts_with=layout.lease_prefix(queue), include=["metadata"]):
+            if blob.lease.state != "leased":
+                continue
+            active += 1
+            meta = blob.metadata or {}
+            try:
+                if now - int(meta.get(RATE_AT_KEY, "0")) <= fresh_s:
+                    rate += float(meta.get(RATE_KEY, "0"))
+            except ValueError:
+                continue  # not ours to trust: a rate we cannot read counts as none
+    return QueueLeases(active, rate)
 
 
 async def active_drainers(container: ContainerClient, queue: str) -> int:

@@ -14,8 +14,9 @@ from shared.batches import Manifest, is_batch_id
 from shared.errors import NotFound, ResourceMissing
 from shared.fallback import queue_depth
 from shared.fallback_state import to_view
-from shared.leases import active_drainers
+from shared.leases import queue_leases
 from shared.progress import batch_progress
+from shared.rates import QUEUE_TARGET_PER_S, advice
 from shared.result_store import list_entries
 from shared.runtime import Services
 from shared.status import batch_status
@@ -43,14 +44,19 @@ async def read_queue_status(services: Services) -> dict[str, Any]:
     state = await services.storage.ensure_container(settings.state_container)
     now_ms = int(time.time() * 1000)
     partitions = []
+    count = len(settings.partition_queues())
     for queue in settings.partition_queues():
         backoff = await services.backoff.load(queue, now_ms)
+        leases = await queue_leases(state, queue, fresh_s=settings.lease_s)
         partitions.append(
             {
                 "queue": queue,
                 "depth": await queue_depth(services, queue),
                 "poison_depth": await queue_depth(services, settings.poison_queue(queue)),
-                "active_drainers": await active_drainers(state, queue),
+                "active_drainers": leases.active,
+                "message_rate_per_s": round(leases.rate_per_s, 1),
+                "message_rate_target_per_s": QUEUE_TARGET_PER_S,
+                "advice": advice(queue, leases.rate_per_s, count),
                 "draining_here": sorted(slot for q, slot in services.draining if q == queue),
                 "fallback_backoff": to_view(backoff, now_ms),
             }
