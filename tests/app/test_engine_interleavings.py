@@ -133,16 +133,16 @@ async def test_a_failed_watchdog_reschedule_keeps_the_previous_watchdog(configur
     services = configure(publisher=publisher, HANDLER="tests.app.handlers:record")
     drainer = Drainer(services, services.settings.work_queue)
 
-    await drainer._schedule_watchdog()  # the first, at the session's start
-    assert drainer._watchdog is not None
-    first = drainer._watchdog[0]
-    await drainer._schedule_watchdog()  # a reschedule at a lease renewal: refused when allowed == 1
+    await drainer.wakeups.schedule_watchdog()  # the first, at the session's start
+    assert drainer.wakeups._watchdog is not None
+    first = drainer.wakeups._watchdog[0]
+    await drainer.wakeups.schedule_watchdog()  # a reschedule at a lease renewal: refused when allowed == 1
 
     watchdogs = [at for e, at in publisher.events if e.reason is Reason.WATCHDOG]
     assert len(watchdogs) == allowed
     if allowed == 1:
         assert publisher.cancelled == [], "the only watchdog that exists stays"
-        assert drainer._watchdog[0] == first, "and is still the one the drainer will cancel on a clean exit"
+        assert drainer.wakeups._watchdog[0] == first, "and is still the one the drainer will cancel on a clean exit"
     else:
         assert publisher.cancelled == [first], "the old one goes once the new one exists"
     assert watchdogs[-1] is not None

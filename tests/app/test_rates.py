@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from shared import drain, rates
+from shared import drain_wakeups, rates
 from shared.reports import read_queue_status
 from shared.submit import submit
 from tests.app import handlers
@@ -55,7 +55,7 @@ async def test_a_queue_near_its_target_is_reported_with_the_partitions_to_add(co
     """Azurite here cannot reach 2,000 messages/s, so the target is lowered to 10/s for this test (and the
     rate a drainer writes from, to 1/s); the measuring, writing, summing and advising are the app's own."""
     monkeypatch.setattr(rates, "QUEUE_TARGET_PER_S", 10)
-    monkeypatch.setattr(drain, "REPORT_FROM_PER_S", 1.0)
+    monkeypatch.setattr(drain_wakeups, "REPORT_FROM_PER_S", 1.0)
     services = configure(
         publisher=RecordingPublisher(),
         HANDLER="tests.app.handlers:record",

@@ -1,0 +1,103 @@
+"""The drain engine's work on one chunk: decode it, admit it (only the committed attempt of its batch is
+worked), load its items (inline or from their claim-check blob) and run the handler on them. What to do
+with the outcome (`shared.settlement`) is computed here; doing it is `shared.drain_settling`'s."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from azure.storage.blob.aio import ContainerClient
+
+from shared import envelope, layout
+from shared.batches import Admission, Manifest, admit
+from shared.envelope import ChunkHeader, ChunkMessage
+from shared.errors import HandlerError, MalformedEnvelope, ResourceMissing
+from shared.handlers import ChunkContext, ChunkResult, ItemOutcome, checked, is_async
+from shared.received import Received, utcnow
+from shared.runtime import Services
+from shared.settlement import Settlement, settle
+from shared.storage import read_bytes, read_json
+
+log = logging.getLogger("shared.drain")  # one logger for the whole engine
+
+Worked = tuple[ChunkMessage, list[Any], list[int], Settlement]  # a handled chunk, its items and positions, what to do
+
+
+class ChunkWork:
+    def __init__(self, services: Services, batches: ContainerClient, clock: Callable[[], float]) -> None:
+        self.s, self.settings, self.batches, self.clock = services, services.settings, batches, clock
+        self._manifest_reads: dict[str, asyncio.Future[Manifest]] = {}
+
+    async def admission(self, header: ChunkHeader) -> Admission:
+        committed = self.s.committed.get(header.batch_id, now=self.clock())
+        if committed is not None:
+            return Admission.PROCESS if committed == header.attempt else Admission.STALE
+        manifest = await self._manifest(header.batch_id)
+        verdict = admit(manifest, header.attempt, now=utcnow(), staging_ttl_s=self.settings.staging_ttl_s)
+        if verdict is Admission.PROCESS:
+            self.s.committed.put(header.batch_id, manifest.attempt, now=self.clock())
+        return verdict
+
+    async def _manifest(self, batch_id: str) -> Manifest:
+        """One read for all the chunks of a batch that arrive together (a staging manifest is read again later)."""
+        pending = self._manifest_reads.get(batch_id)
+        if pending is None:
+            pending = asyncio.ensure_future(self._read_manifest(batch_id))
+            self._manifest_reads[batch_id] = pending
+            pending.add_done_callback(lambda _: self._manifest_reads.pop(batch_id, None))
+        return await asyncio.shield(pending)
+
+    async def _read_manifest(self, batch_id: str) -> Manifest:
+        try:
+            doc, _ = await read_json(self.batches, layout.manifest_blob(batch_id))
+        except ResourceMissing:
+            raise MalformedEnvelope(f"batch {batch_id} has no manifest") from None
+        return Manifest.from_json(doc)
+
+    async def work(self, item: Received, msg: ChunkMessage) -> Worked:
+        """Run the handler on the chunk's items; raises MalformedEnvelope or ResourceMissing if they cannot
+        be loaded (the caller parks the message whole)."""
+        header = msg.header
+        items, positions = await self._load_items(msg)
+        attempt = max(1, int(item.message.dequeue_count or 1) - header.skips)
+        result = await self._run_handler(items, ChunkContext(header.batch_id, header.chunk, attempt, self.settings))
+        settlement = settle(
+            batch_id=header.batch_id,
+            chunk=header.chunk,
+            gen=header.gen,
+            positions=positions,
+            outcomes=result.outcomes,
+            attempt=attempt,
+            max_attempts=self.settings.max_dequeue_count,
+            summary=result.summary,
+        )
+        return msg, items, positions, settlement
+
+    async def _load_items(self, msg: ChunkMessage) -> tuple[list[Any], list[int]]:
+        if msg.items is not None:
+            return msg.items, msg.positions(len(msg.items))
+        assert msg.blob is not None
+        everything = envelope.decode_claim_check(await read_bytes(self.batches, msg.blob))
+        positions = msg.positions(len(everything))
+        return envelope.select(everything, positions), positions
+
+    async def _run_handler(self, items: list[Any], context: ChunkContext) -> ChunkResult:
+        handler = self.s.handler
+        try:
+            if is_async(handler):
+                raw = await handler(items, context)  # type: ignore[misc]
+            else:
+                raw = await asyncio.to_thread(handler, items, context)
+                if asyncio.iscoroutine(raw):
+                    raw = await raw
+            return checked(raw, len(items))
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            # A handler that raises fails every item of the chunk, retryably; the traceback is logged once here.
+            log.exception("handler failed on chunk %d of batch %s", context.chunk, context.batch_id)
+            reason = f"handler raised {type(e).__name__}: {e}" if not isinstance(e, HandlerError) else str(e)
+            return ChunkResult([ItemOutcome.failure(reason[:500])] * len(items))
