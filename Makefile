@@ -77,12 +77,14 @@ clean:
 ## make bench: every benchmark figure side by side in one run -> bench/results/latest.json, BENCHMARKS.md
 bench: setup
 	$(BIN)/python -m bench.platform
+	$(BIN)/python -m bench.idle_sources
 	$(BIN)/python -m bench.scale_out
 	$(BIN)/python -m bench
 
 ## make bench-platform: the platform model and 1 vs 2 local hosts -> bench/results/, BENCHMARKS.md (about 8 min)
 bench-platform: setup
 	$(BIN)/python -m bench.platform
+	$(BIN)/python -m bench.idle_sources
 	$(BIN)/python -m bench.scale_out
 	$(BIN)/python -m bench --report-only
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import report_platform
+from bench import report_idle, report_platform
 from bench.peers import LABELS
 from bench.profile_parts import OTHER
 from bench.report import PEERS, SYSTEMS, fmt, ms
 
 HOST_OVERHEADS = """\
 **Host-side storage traffic not counted at the client** (the Functions host's own, from the WebJobs SDK and
-Functions host sources; the same for both apps unless said otherwise):
+Functions host sources; added up per app below):
 
 - Every Functions app: the primary-host lock, a 15 s blob lease on `locks/{hostId}/host` renewed 3 s before
   expiry (every 12 s: about 7,200 renewals a day by the primary instance; other instances retry every 5 s)
@@ -360,29 +360,9 @@ def idle(doc: dict[str, Any]) -> str:
         "paper's `QueryState()` does, so it costs two transactions a second.",
         "",
         HOST_OVERHEADS,
-        listener_lock_note(idle_doc["app"]["per_day"], idle_doc["a"]["per_day"]),
-        "",
+        report_idle.section(),
     ]
     return "\n".join(rows)
-
-
-LISTENER_LOCK_PER_DAY = 2_880  # the timer's 60 s singleton listener lease, renewed every 30 s
-
-
-def listener_lock_note(app_per_day: float, a_per_day: float) -> str:
-    """The timer's listener lock is per app, not per queue: say what it does to the per-queue comparison."""
-    bound = a_per_day / 15
-    room = bound - app_per_day
-    queues = "never" if room <= 0 else f"from {-(-LISTENER_LOCK_PER_DAY // room):,.0f} queues per app on"
-    return (
-        f"The comparison above is per queue, as the issue asks, and leaves the host's own traffic out. One item of "
-        f"it is the app's alone: the timer's listener lock, about {LISTENER_LOCK_PER_DAY:,} lease renewals a day "
-        f"per app. With one queue per app and that lock counted, the app idles at about "
-        f"{app_per_day + LISTENER_LOCK_PER_DAY:,.0f} transactions a day, "
-        f"{(app_per_day + LISTENER_LOCK_PER_DAY) / a_per_day:.1f}x (a)'s client-side count (and under (a)'s "
-        f"8,640 a day of scale monitoring on Premium); spread over queues and partitions it is within 1/15 of (a) "
-        f"{queues}. That lock is the price of a timer-triggered fallback, and the design's to weigh."
-    )
 
 
 def raw_limit(doc: dict[str, Any]) -> str:

@@ -35,6 +35,10 @@ param retentionDays int = 30
 @maxValue(100)
 param triggerMaxDeliveryCount int = 10
 
+@description('The fallback timer (NCRONTAB, seconds first). Every minute (default) keeps an instance alive all day, so the host\'s locks cost about 10,000 storage transactions a day; every 4 hours (0 0 */4 * * *) lets an idle app scale to zero between ticks (about 250 a day) but a chunk whose every doorbell was lost waits up to 4 hours (BENCHMARKS.md "Idle, every source counted").')
+@minLength(11)
+param fallbackSchedule string = '0 */1 * * * *'
+
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = { 'azd-env-name': environmentName }
 var appName = 'func-qd-${resourceToken}'
@@ -139,7 +143,7 @@ module app 'modules/functionapp.bicep' = {
       ServiceBusConnection__credential: 'managedidentity'
       ServiceBusConnection__clientId: identity.outputs.clientId
       TRIGGER_QUEUE: names.triggerQueue
-      FALLBACK_SCHEDULE: '0 */1 * * * *'
+      FALLBACK_SCHEDULE: fallbackSchedule
       WORK_QUEUE: names.workQueue
       BATCHES_CONTAINER: names.batchesContainer
       RESULTS_CONTAINER: names.resultsContainer

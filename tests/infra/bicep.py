@@ -88,3 +88,13 @@ def variables(root: Node) -> dict[str, Node]:
     return {
         text(n.named_children[0]): n.named_children[-1] for n in root.named_children if n.type == "variable_declaration"
     }
+
+
+def parameter_defaults(root: Node) -> dict[str, Node]:
+    """Top-level `param name type = default` declarations that have a default: the value a deployment gets
+    unless it passes its own."""
+    return {
+        text(n.named_children[0]): n.named_children[-1]
+        for n in root.named_children
+        if n.type == "parameter_declaration" and n.named_children[-1].type != "type"
+    }

@@ -19,6 +19,7 @@ from tests.infra.bicep import (
     bicep_files,
     errors,
     find_property,
+    parameter_defaults,
     parse,
     properties,
     resources,
@@ -61,10 +62,14 @@ def tree(name: str) -> Node:
 
 
 def resolve(node: Node, scope: dict[str, Node]) -> str | None:
-    """A setting's value when the template fixes it: a string literal, or `names.x` of a variable object."""
+    """A setting's value when the template fixes it: a string literal, a parameter's default, or `names.x` of a
+    variable object."""
     value = string_value(node)
-    if value is not None or node.type != "member_expression":
+    if value is not None or node.type not in {"member_expression", "identifier"}:
         return value
+    if node.type == "identifier":
+        default = scope.get(text(node))
+        return None if default is None else string_value(default)
     base, _, member = text(node).partition(".")
     obj = scope.get(base)
     if obj is None or obj.type != "object":
@@ -77,7 +82,7 @@ def template_settings() -> dict[str, str | None]:
     """The app settings the template sets: main.bicep's `appSettings` plus those functionapp.bicep adds."""
     main = tree("main.bicep")
     [given] = find_property(main, "appSettings")
-    scope = variables(main)
+    scope = {**variables(main), **parameter_defaults(main)}
     out = {key: resolve(value, scope) for key, value in properties(given).items()}
     site_resources = resources(tree("modules/functionapp.bicep"))
     [config] = [r for r in site_resources if r.type.startswith("Microsoft.Web/sites/config")]

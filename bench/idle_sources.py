@@ -1,0 +1,206 @@
+"""Idle storage transactions per app per day, every source counted: the app and the platform around it.
+
+Section 4 of BENCHMARKS.md counts what each polling policy spends per queue. An idle app on Azure also pays for
+what the Functions host and the platform do while an instance is alive, and the instance's life depends on the
+triggers: the built-in queue trigger's app scales to zero and the scale controller watches its queues from
+outside; the app's fallback timer wakes an instance at every tick, and an instance lingers after its last
+execution. This model adds those sources up for one simulated day:
+
+- (a) the built-in queue trigger: its polls while an instance is alive (the real policy,
+  `shared.backoff.randomized_exponential_ms`, at the trigger's defaults), the scale controller's queue probes,
+  and the host's primary lock while an instance is alive;
+- (c) this app: the fallback's looks (the real `shared.backoff.PollPolicy` at the app's default settings,
+  ticked on the timer's schedule), what a fresh instance reads before its first look, the host's primary lock
+  and the timer's singleton listener lock while an instance is alive. Its Service Bus trigger costs Service Bus
+  operations, not storage transactions (the scale controller reads the trigger queue's count from Service Bus).
+
+Pure: no I/O, seeded. Every constant carries its source or says it is assumed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from bench.platform import setting_default
+from shared.backoff import PollPolicy, randomized_exponential_ms
+
+DAY_S = 86_400
+
+
+@dataclass(frozen=True)
+class HostCosts:
+    # The primary-host lock: a 15 s blob lease on locks/{hostId}/host renewed 3 s before it ends, every 12 s while
+    # an instance runs (PrimaryHostCoordinator, azure-functions-host); one acquire per instance start.
+    host_lock_renew_s: float = 12.0
+    # A timer trigger's singleton listener lock: a 60 s blob lease (SingletonOptions.ListenerLockPeriod) renewed at
+    # half its period (SingletonManager.CreateLeaseRenewalTimer), every 30 s while an instance runs.
+    listener_lock_renew_s: float = 30.0
+    # The scale controller's look at an idle storage queue: one GetQueueProperties (a peek only when the queue holds
+    # messages). Its cadence is not published for Consumption or Flex Consumption; assumed equal to the host's own
+    # scale-monitor sample interval, 10 s (ScaleOptions.ScaleMetricsSampleInterval), which runtime scale monitoring
+    # uses on Premium.
+    scale_probe_s: float = 10.0
+    # How long an instance lives after its last execution before the platform removes it. Not published; assumed
+    # 5 minutes (as bench.platform's scale-in delay), with 20 minutes (unofficial reports for the Consumption
+    # plan) as the pessimistic case.
+    linger_s: float = 300.0
+    # The built-in queue trigger's polling: from 100 ms (its minimum) doubling toward maxPollingInterval, 1 minute
+    # by default (queue trigger docs; the whitepaper's randomized exponential back-off, as `bench.peers` runs it).
+    builtin_floor_ms: int = 100
+    builtin_ceiling_ms: int = 60_000
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    # Instances kept alive whatever the load: Elastic Premium keeps at least one; Flex Consumption none unless
+    # always-ready instances are configured (plan docs).
+    min_instances: int
+
+
+FLEX = Plan("Flex Consumption", 0)
+PREMIUM = Plan("Premium", 1)
+
+
+@dataclass(frozen=True)
+class Day:
+    """One app's idle day: storage transactions by source."""
+
+    sources: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.sources.values())
+
+
+def builtin_polls_per_day(costs: HostCosts, seed: int) -> int:
+    """An always-alive instance's polls of one empty queue over a day, by the trigger's real back-off."""
+    rng, t_ms, idle = random.Random(seed), 0, 0
+    polls = 0
+    while t_ms < DAY_S * 1000:
+        polls += 1
+        idle += 1
+        t_ms += randomized_exponential_ms(
+            idle,
+            floor_ms=costs.builtin_floor_ms,
+            delta_ms=costs.builtin_floor_ms,
+            ceiling_ms=costs.builtin_ceiling_ms,
+            u=rng.random(),
+        )
+    return polls
+
+
+def builtin_day(plan: Plan, queues: int, costs: HostCosts, seed: int = 1) -> Day:
+    """(a): an idle queue-triggered app. On Flex Consumption nothing keeps an instance, so it scales to zero."""
+    alive = plan.min_instances > 0
+    return Day(
+        {
+            "scale-controller probes": queues * math.floor(DAY_S / costs.scale_probe_s),
+            "trigger polls": queues * builtin_polls_per_day(costs, seed) if alive else 0,
+            "primary-host lock": math.floor(DAY_S / costs.host_lock_renew_s) if alive else 0,
+        }
+    )
+
+
+def shipped_policy() -> PollPolicy:
+    """The fallback's back-off at the app's own defaults (BACKOFF_* settings)."""
+    return PollPolicy(
+        floor_ms=setting_default("backoff_floor_ms"),
+        ceiling_ms=setting_default("backoff_ceiling_ms"),
+        exponent=setting_default("backoff_exponent"),
+        jitter=setting_default("backoff_jitter"),
+        decrease=setting_default("backoff_decrease"),
+    )
+
+
+def fallback_looks(policy: PollPolicy, tick_s: float, seed: int) -> tuple[int, int]:
+    """(depth reads, state writes) of one idle queue over a day, the fallback's real policy ticked every `tick_s`.
+    The state blob is written when a look changes the interval (fallback.poll_queue saves after every look; the
+    store skips a write that would not change the interval: see BENCHMARKS.md section 4)."""
+    rng = random.Random(seed)
+    state = policy.initial(0)
+    reads = writes = 0
+    for k in range(1, math.floor(DAY_S / tick_s) + 1):
+        now_ms = round(k * tick_s * 1000)
+        if not state.is_due(now_ms):
+            continue
+        reads += 1
+        after = policy.after_idle(state, now_ms=now_ms, u=rng.random())
+        writes += after.interval_ms != state.interval_ms
+        state = after
+    return reads, writes
+
+
+def app_day(plan: Plan, queues: int, tick_s: float, costs: HostCosts, policy: PollPolicy, seed: int = 1) -> Day:
+    """(c): the idle app with its fallback timer firing every `tick_s`."""
+    reads, writes = fallback_looks(policy, tick_s, seed)
+    ticks = math.floor(DAY_S / tick_s)
+    always_alive = plan.min_instances > 0 or tick_s <= costs.linger_s
+    if always_alive:
+        starts, alive_s = 1, float(DAY_S)
+    else:  # each tick starts an instance that lives `linger_s` after its (short) run
+        starts, alive_s = ticks, ticks * costs.linger_s
+    return Day(
+        {
+            "fallback looks": queues * (reads + writes),
+            # A fresh instance creates the state container if missing and reads each queue's back-off state once.
+            "fresh-instance reads": starts * (1 + queues),
+            "primary-host lock": starts + math.floor(alive_s / costs.host_lock_renew_s),
+            "timer listener lock": starts + math.floor(alive_s / costs.listener_lock_renew_s),
+        }
+    )
+
+
+SCHEDULES_S = (60.0, 1_800.0, 14_400.0)  # today's default (every minute), the back-off ceiling, four hours
+QUEUES = (1, 20)
+
+
+def table(seed: int = 1) -> list[dict[str, Any]]:
+    """Every plan x queues x fallback schedule x linger: (a) and (c) per day, and (c)'s share of (a)."""
+    policy = shipped_policy()
+    rows = []
+    for plan in (FLEX, PREMIUM):
+        for linger_s in (300.0, 1_200.0) if plan.min_instances == 0 else (300.0,):  # Premium never lingers out
+            costs = replace(HostCosts(), linger_s=linger_s)
+            for queues in QUEUES:
+                a = builtin_day(plan, queues, costs, seed)
+                for tick_s in SCHEDULES_S:
+                    c = app_day(plan, queues, tick_s, costs, policy, seed)
+                    rows.append(
+                        {
+                            "plan": plan.name,
+                            "linger_s": linger_s,
+                            "queues": queues,
+                            "schedule_s": tick_s,
+                            "a": a.sources,
+                            "a_total": a.total,
+                            "c": c.sources,
+                            "c_total": c.total,
+                            "c_over_a": round(c.total / a.total, 3),
+                        }
+                    )
+    return rows
+
+
+def main() -> int:
+    """`python -m bench.idle_sources`: the table into bench/results/idle_sources.json, and a summary."""
+    rows = table()
+    out = Path(__file__).resolve().parent / "results" / "idle_sources.json"
+    out.write_text(json.dumps({"costs": asdict(HostCosts()), "rows": rows}, indent=2) + "\n")
+    for r in rows:
+        print(
+            f"{r['plan']:<16} linger {r['linger_s'] / 60:>2.0f} min  {r['queues']:>2} queue(s)  "
+            f"timer every {r['schedule_s'] / 60:>3.0f} min: (a) {r['a_total']:>7,}  (c) {r['c_total']:>6,}  "
+            f"c/a {r['c_over_a']}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
