@@ -9,7 +9,7 @@ import logging
 
 import azure.functions as func
 
-from shared import api, runtime
+from shared import api, runtime, tracing
 from shared.dashboard import page as dashboard_page
 from shared.drain import drain_event
 from shared.errors import MalformedEvent
@@ -19,6 +19,7 @@ from shared.fallback import epoch_ms, poll
 log = logging.getLogger("queue_drain")
 
 runtime.load_settings()  # a bad app setting fails the host at start, naming the variable
+runtime.start_telemetry()  # Application Insights, OTLP, the local trace file, or nothing
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
 
@@ -90,7 +91,7 @@ async def openapi(req: func.HttpRequest) -> func.HttpResponse:
 async def drain(msg: func.ServiceBusMessage) -> None:
     try:
         event = TriggerEvent.decode(msg.get_body())
-        await drain_event(runtime.services(), event)
+        await drain_event(runtime.services(), event, tracing.from_event(msg.application_properties))
     except MalformedEvent as e:
         # Raised on purpose: Service Bus redelivers it and dead-letters it after MaxDeliveryCount.
         log.error("malformed trigger event %s (delivery %s): %s", msg.message_id, msg.delivery_count, e)

@@ -27,6 +27,7 @@ log = logging.getLogger("devstack")
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE = ROOT / ".devstack"
+TRACES_FILE = STATE / "traces.jsonl"
 BROKER_CONFIG = ROOT / "emulators" / "servicebus" / "config.json"
 BROKER_PORT = 5672
 HOST_PORT = 7071
@@ -92,7 +93,10 @@ def processes(with_host: bool) -> list[ManagedProcess]:
         broker(BROKER_CONFIG, BROKER_PORT, STATE / "servicebus.log", data_dir=STATE / "servicebus"),
     ]
     if with_host:
-        stack.append(host(ROOT, HOST_PORT, STATE / "host.log", grace_s=HOST_GRACE_S))
+        # Spans of recent batches, for `python -m shared.cli trace BATCH_ID` (unless the environment exports
+        # them to Application Insights or OTLP instead).
+        traces = {"TRACES_FILE": str(TRACES_FILE)}
+        stack.append(host(ROOT, HOST_PORT, STATE / "host.log", env=traces, grace_s=HOST_GRACE_S))
     for process in stack:
         process.new_session = True
     return stack
@@ -157,6 +161,7 @@ def banner(with_host: bool) -> str:
     ]
     if with_host:
         lines += [f"  Functions     http://localhost:{HOST_PORT}/api", f"Try: {TRY_IT}"]
+        lines += ["  A batch's trace: python -m shared.cli trace BATCH_ID"]
     else:
         lines += ["  Functions     not started: run `func start` in another terminal"]
     return "\n".join([*lines, "Ctrl-C stops everything."])

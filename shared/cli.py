@@ -2,9 +2,11 @@
 
     python -m shared.cli submit FILE [--follow] [--idempotency-key K]
     python -m shared.cli poison list | show MESSAGE_ID | replay [--batch ID] [--id MESSAGE_ID ...]
+    python -m shared.cli trace BATCH_ID [--file PATH]
 
 `--url` (default http://localhost:7071) and `--key` (a function key, sent as x-functions-key) reach
-a deployed app as well as the local host. Standard library only.
+a deployed app as well as the local host. `trace` reads the span file the local host writes (TRACES_FILE;
+`make run` uses .devstack/traces.jsonl). Standard library only.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import sys
 import time
 import urllib.error
@@ -19,6 +22,8 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
+
+from shared import waterfall
 
 DEFAULT_URL = "http://localhost:7071"
 FOLLOW_EVERY_S = 0.5
@@ -133,11 +138,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     again = actions.add_parser("replay")
     again.add_argument("--batch", default=None, help="only this batch's chunks")
     again.add_argument("--id", action="append", dest="ids", help="only this poison message (repeatable)")
+    traced = commands.add_parser("trace", help="a batch's trace as a waterfall, from the local span file")
+    traced.add_argument("batch_id")
+    default_file = os.environ.get("TRACES_FILE") or str(Path(".devstack") / "traces.jsonl")
+    traced.add_argument("--file", type=Path, default=Path(default_file), help="the span file (%(default)s)")
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None, out: IO[str] = sys.stdout) -> int:
     args = parse_args(argv)
+    if args.command == "trace":
+        spans = waterfall.batch_spans(waterfall.read_spans(args.file), args.batch_id)
+        out.write("\n".join(waterfall.render(spans, args.batch_id)) + "\n")
+        return 0 if spans else 1
     try:
         client = Client(args.url, args.key)
         if args.command == "submit":

@@ -20,7 +20,9 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
-from shared import envelope, metering
+from opentelemetry.trace import SpanKind
+
+from shared import envelope, metering, metrics, tracing
 from shared.batches import Admission
 from shared.drain_chunks import ChunkWork, Worked
 from shared.drain_report import DrainReport
@@ -51,8 +53,10 @@ class Drainer:
         reason: Reason = Reason.SUBMITTED,
         budget_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        trace: str | None = None,
     ) -> None:
         self.s = services
+        self.trace = trace  # the traceparent of the event that woke this drainer
         self.settings = services.settings
         self.queue_name = queue
         self.slot = slot
@@ -71,12 +75,20 @@ class Drainer:
             self.report.outcome = "busy-here"
             return self.report
         started = self.clock()
-        with metering.tally() as tally:
+        attributes = {"queue_drain.queue": self.queue_name, "queue_drain.slot": self.slot}
+        attributes["queue_drain.reason"] = self.report.reason
+        with (
+            tracing.span("queue_drain.drain", kind=SpanKind.CONSUMER, parent=self.trace, attributes=attributes) as span,
+            metering.tally() as tally,
+        ):
             try:
                 await self._run(key)
             finally:
                 self.report.seconds = round(self.clock() - started, 3)
                 self.report.transactions = dict(sorted(tally.items()))
+                tracing.set_outcome(span, self.report.outcome, ok=self.report.outcome != "storage-failed")
+                span.set_attribute("queue_drain.messages", self.report.messages)
+                metrics.SESSIONS.add(1, {"outcome": self.report.outcome, "reason": self.report.reason})
         self.report.log()
         return self.report
 
@@ -88,7 +100,7 @@ class Drainer:
         self.results = ResultWriter(await storage.ensure_container(self.settings.results_container))
         poison_queue = await storage.ensure_queue(self.settings.poison_queue(self.queue_name))
         self.wakeups.attach(self.queue, self.state)
-        self.chunks = ChunkWork(self.s, batches, self.clock)
+        self.chunks = ChunkWork(self.s, batches, self.clock, self.queue_name)
         self.settler = Settler(
             self.settings,
             self.queue,
@@ -305,8 +317,9 @@ class Drainer:
             return None
 
 
-async def drain_event(services: Services, event: TriggerEvent) -> DrainReport:
-    """Serve one trigger event: drain the queue it names, if it is one of this app's."""
+async def drain_event(services: Services, event: TriggerEvent, trace: str | None = None) -> DrainReport:
+    """Serve one trigger event: drain the queue it names, if it is one of this app's. `trace`: the traceparent
+    the event carried (shared.tracing.from_event)."""
     from shared.errors import MalformedEvent
 
     if event.queue not in services.settings.partition_queues():
@@ -316,7 +329,7 @@ async def drain_event(services: Services, event: TriggerEvent) -> DrainReport:
     if event.slot >= services.settings.max_drainers_per_queue:
         raise MalformedEvent(f"event asks for slot {event.slot}, beyond MAX_DRAINERS_PER_QUEUE")
     try:
-        return await Drainer(services, event.queue, slot=event.slot, reason=event.reason).run()
+        return await Drainer(services, event.queue, slot=event.slot, reason=event.reason, trace=trace).run()
     except StorageError as e:
         # Storage is out: come back in a moment rather than burn the event's deliveries into dead-lettering.
         log.warning("drain of %s stopped by storage (%s); continuing in %d s", event.queue, e, STORAGE_RETRY_S)

@@ -7,11 +7,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from azure.storage.blob.aio import ContainerClient
+from opentelemetry import trace
+from opentelemetry.trace import Link, Span
 
-from shared import envelope, layout
+from shared import envelope, layout, metrics, tracing
 from shared.batches import Admission, Manifest, admit
 from shared.envelope import ChunkHeader, ChunkMessage
 from shared.errors import HandlerError, MalformedEnvelope, ResourceMissing
@@ -27,9 +30,13 @@ Worked = tuple[ChunkMessage, list[Any], list[int], Settlement]  # a handled chun
 
 
 class ChunkWork:
-    def __init__(self, services: Services, batches: ContainerClient, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, services: Services, batches: ContainerClient, clock: Callable[[], float], queue: str = ""
+    ) -> None:
         self.s, self.settings, self.batches, self.clock = services, services.settings, batches, clock
+        self.queue = queue  # for the metrics' attributes
         self._manifest_reads: dict[str, asyncio.Future[Manifest]] = {}
+        self._linked: set[str] = set()  # batches the drain session's span links to
 
     async def admission(self, header: ChunkHeader) -> Admission:
         committed = self.s.committed.get(header.batch_id, now=self.clock())
@@ -39,6 +46,9 @@ class ChunkWork:
         verdict = admit(manifest, header.attempt, now=utcnow(), staging_ttl_s=self.settings.staging_ttl_s)
         if verdict is Admission.PROCESS:
             self.s.committed.put(header.batch_id, manifest.attempt, now=self.clock())
+            if header.chunk == 0 and header.gen == 0 and manifest.accepted_at is not None:
+                waited = utcnow() - datetime.fromisoformat(manifest.accepted_at)
+                metrics.WAKE_LATENCY.record(max(0.0, waited.total_seconds() * 1000), {"queue": self.queue})
         return verdict
 
     async def _manifest(self, batch_id: str) -> Manifest:
@@ -61,20 +71,54 @@ class ChunkWork:
         """Run the handler on the chunk's items; raises MalformedEnvelope or ResourceMissing if they cannot
         be loaded (the caller parks the message whole)."""
         header = msg.header
-        items, positions = await self._load_items(msg)
         attempt = max(1, int(item.message.dequeue_count or 1) - header.skips)
-        result = await self._run_handler(items, ChunkContext(header.batch_id, header.chunk, attempt, self.settings))
-        settlement = settle(
-            batch_id=header.batch_id,
-            chunk=header.chunk,
-            gen=header.gen,
-            positions=positions,
-            outcomes=result.outcomes,
-            attempt=attempt,
-            max_attempts=self.settings.max_dequeue_count,
-            summary=result.summary,
-        )
+        attributes = {"queue_drain.batch_id": header.batch_id, "queue_drain.chunk": header.chunk}
+        attributes |= {"queue_drain.gen": header.gen, "queue_drain.attempt": attempt, "queue_drain.queue": self.queue}
+        with (
+            tracing.span(
+                "queue_drain.chunk", parent=header.trace, links=self._session_link(header), attributes=attributes
+            ) as span,
+            tracing.about_batch(header.batch_id),
+        ):
+            items, positions = await self._load_items(msg)
+            context = ChunkContext(header.batch_id, header.chunk, attempt, self.settings)
+            result = await self._run_handler(items, context)
+            settlement = settle(
+                batch_id=header.batch_id,
+                chunk=header.chunk,
+                gen=header.gen,
+                positions=positions,
+                outcomes=result.outcomes,
+                attempt=attempt,
+                max_attempts=self.settings.max_dequeue_count,
+                summary=result.summary,
+            )
+            self._observe(span, len(items), settlement)
         return msg, items, positions, settlement
+
+    def _session_link(self, header: ChunkHeader) -> list[Link] | None:
+        """The chunk's span lives in its submit's trace and links to the drain session serving it; the session
+        links to each batch the first time it serves one."""
+        session = trace.get_current_span()
+        if header.trace is None or not session.get_span_context().is_valid:
+            return None  # an old message without a trace: its span is the session's child instead
+        if header.batch_id not in self._linked:
+            self._linked.add(header.batch_id)
+            found = tracing.link_to(header.trace)
+            if found is not None:
+                session.add_link(found.context, {"queue_drain.batch_id": header.batch_id})
+        return [Link(session.get_span_context())]
+
+    def _observe(self, span: Span, items: int, settlement: Settlement) -> None:
+        succeeded, retried, parked = len(settlement.record.ok), len(settlement.retry), len(settlement.poison)
+        outcome = "complete" if settlement.complete else "retrying"
+        span.set_attributes(
+            {"queue_drain.items": items, "queue_drain.succeeded": succeeded, "queue_drain.retried": retried}
+        )
+        span.set_attribute("queue_drain.parked", parked)
+        tracing.set_outcome(span, outcome, ok=not (retried or parked))
+        metrics.item_outcomes(succeeded, retried, parked, {"queue": self.queue})
+        metrics.CHUNKS.add(1, {"queue": self.queue, "outcome": outcome})
 
     async def _load_items(self, msg: ChunkMessage) -> tuple[list[Any], list[int]]:
         if msg.items is not None:

@@ -1,10 +1,12 @@
 """The work-queue message: a chunk inline, inline compressed, or a claim-check reference to a blob (pure).
 
 Wire form (compact JSON, ASCII-safe for the queue's XML body):
-    {"v":1,"b":batch,"a":attempt,"c":chunk,"g":gen,"s":skips,"i":[positions]?, <body>}
+    {"v":1,"b":batch,"a":attempt,"c":chunk,"g":gen,"s":skips?,"i":[positions]?,"t":traceparent?, <body>}
 where <body> is one of "items":[...] (inline), "z":"<base64 gzip of the items array>" (inline, compressed)
 or "blob":"<name in the batches container>" (claim check). "i" lists, for a retry, which positions of the
-chunk the message still carries; without it the message carries the whole chunk.
+chunk the message still carries; without it the message carries the whole chunk. "t" is the W3C traceparent of
+the submit that created the chunk (shared.tracing); messages written before it existed have none and decode
+the same, and a malformed one is ignored, never a reason to refuse a chunk.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from shared import fastjson
 from shared.batches import is_batch_id
 from shared.errors import MalformedEnvelope
 from shared.settings import INLINE_MAX_BYTES
+from shared.tracing import TRACEPARENT
 
 VERSION = 1
 GZIP_LEVEL = 6
@@ -33,6 +36,7 @@ class ChunkHeader:
     gen: int = 0  # how many times failed items were re-enqueued
     skips: int = 0  # receives that did not count as processing attempts
     positions: tuple[int, ...] | None = None  # positions within the chunk carried (None: all)
+    trace: str | None = None  # the submit's traceparent
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {"v": VERSION, "b": self.batch_id, "a": self.attempt, "c": self.chunk, "g": self.gen}
@@ -40,6 +44,8 @@ class ChunkHeader:
             out["s"] = self.skips
         if self.positions is not None:
             out["i"] = list(self.positions)
+        if self.trace is not None:
+            out["t"] = self.trace
         return out
 
 
@@ -130,7 +136,9 @@ def _decode_header(doc: dict[str, Any]) -> ChunkHeader:
         isinstance(positions, list) and all(isinstance(p, int) and p >= 0 for p in positions)
     ):
         raise MalformedEnvelope('"i" must be a list of positions')
-    return ChunkHeader(batch_id, attempt, chunk, gen, skips, tuple(positions) if positions is not None else None)
+    carried = doc.get("t")
+    trace = carried if isinstance(carried, str) and TRACEPARENT.match(carried) else None
+    return ChunkHeader(batch_id, attempt, chunk, gen, skips, tuple(positions) if positions is not None else None, trace)
 
 
 def _count(value: Any) -> bool:

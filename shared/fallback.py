@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from shared import metrics
 from shared.backoff import PollState
 from shared.drain import Drainer
 from shared.errors import ResourceMissing, TriggerUnavailable
@@ -56,14 +57,17 @@ async def poll_queue(services: Services, queue: str, deadline: float, clock_ms: 
     if not state.is_due(now_ms):
         return PollOutcome(queue, "not-due", None, state)
     depth = await queue_depth(services, queue)
+    metrics.observe_depth(queue, depth)
     if depth == 0:
         state = store.policy.after_idle(state, now_ms=now_ms, u=random.random())
         await store.save(queue, state)
+        metrics.observe_backoff(queue, state.interval_ms / 1000)
         log.info("fallback: %s is empty; next look in %.0f s", queue, (state.next_due_ms - now_ms) / 1000)
         return PollOutcome(queue, "idle", 0, state)
     action = await act_on_work(services, queue, depth, deadline)
     state = store.policy.after_work(state, now_ms=clock_ms(), u=random.random())
     await store.save(queue, state)
+    metrics.observe_backoff(queue, state.interval_ms / 1000)
     return PollOutcome(queue, action, depth, state)
 
 

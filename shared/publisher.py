@@ -14,7 +14,9 @@ from typing import Any, Protocol
 from azure.servicebus import ServiceBusMessage
 from azure.servicebus.aio import ServiceBusClient, ServiceBusSender
 from azure.servicebus.exceptions import ServiceBusError
+from opentelemetry.trace import SpanKind
 
+from shared import tracing
 from shared.errors import TriggerUnavailable
 from shared.events import TriggerEvent
 from shared.redact import redact
@@ -34,11 +36,11 @@ class Publisher(Protocol):
 
 
 def to_message(event: TriggerEvent) -> ServiceBusMessage:
+    """The event as a Service Bus message; the current trace context rides in its application properties."""
+    properties: dict[str | bytes, Any] = {"queue": event.queue, "reason": event.reason.value}
+    properties.update(tracing.event_properties())
     return ServiceBusMessage(
-        event.encode(),
-        content_type="application/json",
-        subject=event.reason.value,
-        application_properties={"queue": event.queue, "reason": event.reason.value},
+        event.encode(), content_type="application/json", subject=event.reason.value, application_properties=properties
     )
 
 
@@ -97,12 +99,17 @@ class ServiceBusPublisher:
             raise TriggerUnavailable(f"{what} on {self._settings.trigger_queue}: {type(e).__name__}: {detail}") from e
 
     async def publish(self, event: TriggerEvent, *, at: datetime | None = None) -> int | None:
-        message = to_message(event)
-        if at is None:
-            await self._call(f"publish {event.reason.value}", lambda s: s.send_messages(message))
-            return None
-        numbers = await self._call(f"schedule {event.reason.value}", lambda s: s.schedule_messages(message, at))
-        return int(numbers[0])
+        attributes: dict[str, Any] = {"queue_drain.reason": event.reason.value, "queue_drain.queue": event.queue}
+        attributes |= {"queue_drain.slot": event.slot, "queue_drain.scheduled": at is not None}
+        if event.batch_id is not None:
+            attributes["queue_drain.batch_id"] = event.batch_id
+        with tracing.span("queue_drain.publish", kind=SpanKind.PRODUCER, attributes=attributes):
+            message = to_message(event)
+            if at is None:
+                await self._call(f"publish {event.reason.value}", lambda s: s.send_messages(message))
+                return None
+            numbers = await self._call(f"schedule {event.reason.value}", lambda s: s.schedule_messages(message, at))
+            return int(numbers[0])
 
     async def cancel(self, sequence_number: int) -> None:
         await self._call("cancel scheduled event", lambda s: s.cancel_scheduled_messages(sequence_number))

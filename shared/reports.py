@@ -8,7 +8,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from shared import batch_index, costs, layout
+from shared import batch_index, costs, layout, metrics
 from shared.activity import ACTIVITY
 from shared.batches import Manifest, is_batch_id
 from shared.errors import NotFound, ResourceMissing
@@ -48,11 +48,17 @@ async def read_queue_status(services: Services) -> dict[str, Any]:
     for queue in settings.partition_queues():
         backoff = await services.backoff.load(queue, now_ms)
         leases = await queue_leases(state, queue, fresh_s=settings.lease_s)
+        depth, poison_depth = (
+            await queue_depth(services, queue),
+            await queue_depth(services, settings.poison_queue(queue)),
+        )
+        metrics.observe_depth(queue, depth)
+        metrics.observe_depth(queue, poison_depth, kind="poison")
         partitions.append(
             {
                 "queue": queue,
-                "depth": await queue_depth(services, queue),
-                "poison_depth": await queue_depth(services, settings.poison_queue(queue)),
+                "depth": depth,
+                "poison_depth": poison_depth,
                 "active_drainers": leases.active,
                 "message_rate_per_s": round(leases.rate_per_s, 1),
                 "message_rate_target_per_s": QUEUE_TARGET_PER_S,

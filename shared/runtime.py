@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shared import telemetry
 from shared.deferrals import DeferredTriggers
 from shared.fallback_state import BackoffStore
 from shared.handlers import ChunkHandler, load_handler
@@ -74,6 +75,12 @@ def load_settings() -> Settings:
     return _settings
 
 
+def start_telemetry() -> str:
+    """Configure where spans and metrics go, once per process, before the first invocation (function_app.py
+    calls it at import, as the Azure Monitor distro asks; `services()` calls it for tools and tests)."""
+    return telemetry.configure(load_settings(), COUNTER)
+
+
 def configured_function_timeout_s(environ: Mapping[str, str], host_json: Path) -> float | None:
     """The function timeout the host will apply: the app setting overriding host.json, else host.json's."""
     raw = environ.get("AzureFunctionsJobHost__functionTimeout")
@@ -98,6 +105,7 @@ def services() -> Services:
     found = _services.get(loop)
     if found is None:
         settings = load_settings()
+        start_telemetry()
         tune_gc(settings.gc_gen0_threshold)
         storage = Storage(settings, COUNTER)
         found = Services(

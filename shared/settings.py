@@ -108,6 +108,10 @@ class Settings:
     staging_ttl_s: int = field(default=120, metadata=env("STAGING_TTL_S", minimum=1))
     # The drain allocates about a thousand objects per message: Python's 700 would collect after each.
     gc_gen0_threshold: int = field(default=20_000, metadata=env("GC_GEN0_THRESHOLD", minimum=0))
+    # Spans as JSON lines for `python -m shared.cli trace` when neither Application Insights nor OTLP is set
+    # (`make run` sets it); about this many bytes are kept, plus the previous file (shared.telemetry).
+    traces_file: str = field(default="", metadata=env("TRACES_FILE"))
+    traces_file_max_bytes: int = field(default=50 * 2**20, metadata=env("TRACES_FILE_MAX_BYTES", minimum=4096))
     # fallback poller
     backoff_floor_ms: int = field(default=60_000, metadata=env("BACKOFF_FLOOR_MS", minimum=100))
     backoff_ceiling_ms: int = field(default=1_800_000, metadata=env("BACKOFF_CEILING_MS", minimum=100))

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 
 from azure.storage.blob.aio import ContainerClient
 
-from shared import batch_index, envelope, layout
+from shared import batch_index, envelope, layout, tracing
 from shared.batches import MAX_IDEMPOTENCY_KEY, Manifest, State, items_digest, new_attempt, new_batch_id
 from shared.chunking import Chunk, partition_of, plan_chunks
 from shared.errors import (
@@ -77,6 +77,27 @@ async def submit(
     content_encoding: str | None,
     idempotency_key: str | None,
 ) -> Submitted:
+    with tracing.span("queue_drain.submit", attributes={"http.request.body.size": len(body)}) as current:
+        submitted = await _decode_and_submit(services, body, content_type, content_encoding, idempotency_key)
+        manifest = submitted.manifest
+        current.set_attributes(
+            {
+                "queue_drain.batch_id": manifest.batch_id,
+                "queue_drain.items": manifest.items,
+                "queue_drain.chunks": manifest.chunks,
+                "queue_drain.trigger": submitted.trigger,
+            }
+        )
+        return submitted
+
+
+async def _decode_and_submit(
+    services: Services,
+    body: bytes,
+    content_type: str | None,
+    content_encoding: str | None,
+    idempotency_key: str | None,
+) -> Submitted:
     settings = services.settings
     deadline = asyncio.get_running_loop().time() + settings.submit_deadline_s
     key = checked_key(idempotency_key)
@@ -129,7 +150,7 @@ async def _submit(services: Services, intake: Intake, key: str | None, deadline:
     manifest, etag = claimed
     try:
         async with asyncio.timeout_at(deadline):
-            outgoing = await asyncio.to_thread(prepare, manifest, chunks, chunk_queues)
+            outgoing = await asyncio.to_thread(prepare, manifest, chunks, chunk_queues, tracing.traceparent())
             await store(services, outgoing)
     except (TimeoutError, StorageUnavailable) as e:
         await abandon(container, manifest, etag)
@@ -185,11 +206,14 @@ async def claim(container: ContainerClient, manifest: Manifest) -> tuple[Manifes
     return resumed, etag
 
 
-def prepare(manifest: Manifest, chunks: Sequence[Chunk], chunk_queues: Sequence[str]) -> list[Outgoing]:
-    """Encode every chunk (CPU only; run on a thread): inline if it fits a message, else a claim check."""
+def prepare(
+    manifest: Manifest, chunks: Sequence[Chunk], chunk_queues: Sequence[str], trace: str | None = None
+) -> list[Outgoing]:
+    """Encode every chunk (CPU only; run on a thread): inline if it fits a message, else a claim check. `trace`:
+    the submit's traceparent, carried by every chunk."""
     out: list[Outgoing] = []
     for chunk, queue in zip(chunks, chunk_queues, strict=True):
-        header = envelope.ChunkHeader(manifest.batch_id, manifest.attempt, chunk.index)
+        header = envelope.ChunkHeader(manifest.batch_id, manifest.attempt, chunk.index, trace=trace)
         text = envelope.encode_inline(header, chunk.items)
         if text is not None:
             out.append(Outgoing(queue, text))

@@ -81,6 +81,9 @@ resource settings 'Microsoft.Web/sites/config@2024-04-01' = {
   properties: union(appSettings, {
     APPLICATIONINSIGHTS_CONNECTION_STRING: insights.properties.ConnectionString
     APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
+    // With host.json's telemetryMode OpenTelemetry: the Python worker streams the app's OpenTelemetry logs and
+    // spans itself, so the host does not log them twice (Azure Functions OpenTelemetry docs).
+    PYTHON_ENABLE_OPENTELEMETRY: 'true'
   })
 }
 

@@ -22,14 +22,12 @@ from tests.host.conftest import HostLauncher, RunningHost
 EXAMPLE = ROOT / "examples" / "transactions.ndjson"
 
 
-@pytest.fixture
-def app_host(
-    tmp_path: Path, azurite_service: Azurite, servicebus_service: ServiceBus, names: Names
-) -> Iterator[RunningHost]:
-    env = {
-        "AzureWebJobsStorage": azurite_service.connection_string,
-        "ServiceBusConnection": servicebus_service.connection_string,
-        "AzureFunctionsWebHost__hostid": f"app-{names.token}",
+def app_settings(azurite: Azurite, servicebus: ServiceBus, names: Names, host_id: str) -> dict[str, str]:
+    """The real app's settings for one test: its own queues and containers on the shared services."""
+    return {
+        "AzureWebJobsStorage": azurite.connection_string,
+        "ServiceBusConnection": servicebus.connection_string,
+        "AzureFunctionsWebHost__hostid": f"{host_id}-{names.token}",
         "FUNCTIONS_WORKER_RUNTIME": "python",
         "TRIGGER_QUEUE": names.queue("trigger"),
         "WORK_QUEUE": names.queue("work"),
@@ -38,6 +36,13 @@ def app_host(
         "STATE_CONTAINER": names.container("state"),
         "FALLBACK_SCHEDULE": "0 */1 * * * *",
     }
+
+
+@pytest.fixture
+def app_host(
+    tmp_path: Path, azurite_service: Azurite, servicebus_service: ServiceBus, names: Names
+) -> Iterator[RunningHost]:
+    env = app_settings(azurite_service, servicebus_service, names, "app")
     launcher = HostLauncher(tmp_path)
     try:
         yield launcher.start(ROOT, env=env)

@@ -41,6 +41,7 @@ HOST_SETTINGS = frozenset(
         "ServiceBusConnection__clientId",
         "APPLICATIONINSIGHTS_CONNECTION_STRING",
         "APPLICATIONINSIGHTS_AUTHENTICATION_STRING",
+        "PYTHON_ENABLE_OPENTELEMETRY",  # read by the Python worker (Azure Functions OpenTelemetry docs)
     }
 )
 # What an identity-based deployment must set: both connections as identities, and the binding expressions.

@@ -1,0 +1,163 @@
+"""Where spans and metrics go: configured once per process, from the environment.
+
+- `APPLICATIONINSIGHTS_CONNECTION_STRING` set: Application Insights, through the Azure Monitor OpenTelemetry
+  distro (with Entra ID auth when `APPLICATIONINSIGHTS_AUTHENTICATION_STRING` says `Authorization=AAD`, as
+  infra/ deploys it). host.json's `telemetryMode: OpenTelemetry` makes the host export its own the same way.
+- else `OTEL_EXPORTER_OTLP_ENDPOINT` set: OTLP over HTTP (the exporter reads the standard OTEL_* variables).
+- else `TRACES_FILE` set (`make run` sets it): spans as JSON lines in that file, kept to about
+  `TRACES_FILE_MAX_BYTES` (the previous file is kept beside it as `.1`), for `python -m shared.cli trace`.
+  Metrics have no local sink: the counters they read are on `/api/queues`.
+- else nothing: the OpenTelemetry API stays a no-op, and costs next to nothing.
+
+Sampling is the SDK's (`OTEL_TRACES_SAMPLER`, default parent-based always-on).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from shared import metrics
+from shared.metering import TransactionCounter
+from shared.settings import Settings
+from shared.tracing import correlate_log_records
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BYTES = 50 * 2**20
+_configured: str | None = None
+_lock = threading.Lock()
+
+
+def configure(settings: Settings, counter: TransactionCounter, environ: Mapping[str, str] | None = None) -> str:
+    """Set up export once per process; returns where telemetry goes: "azure-monitor", "otlp", "file", "off", or
+    "already-configured" when something else in the process set an SDK up first (it is used as it is)."""
+    global _configured
+    env = os.environ if environ is None else environ
+    with _lock:
+        if _configured is not None:
+            return _configured
+        _configured = _configure(env, settings)
+        correlate_log_records()
+        if _configured != "off":
+            metrics.register_observers(counter)
+            log.info("telemetry: exporting to %s", _configured)
+        return _configured
+
+
+def _configure(env: Mapping[str, str], settings: Settings) -> str:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    if isinstance(trace.get_tracer_provider(), TracerProvider):
+        return "already-configured"  # by the Functions Python worker, or by the process that embeds the app
+    if env.get("APPLICATIONINSIGHTS_CONNECTION_STRING", "").strip():
+        from azure.monitor.opentelemetry import configure_azure_monitor
+
+        configure_azure_monitor(**azure_monitor_options(env))
+        return "azure-monitor"
+    if env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip():
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        _install(OTLPSpanExporter(), OTLPMetricExporter())
+        return "otlp"
+    if settings.traces_file:
+        _install(JsonLinesExporter(Path(settings.traces_file), settings.traces_file_max_bytes), None)
+        return "file"
+    return "off"
+
+
+def azure_monitor_options(env: Mapping[str, str]) -> dict[str, Any]:
+    """The distro's options: the app's logger names, and a managed identity when the connection is Entra-only."""
+    options: dict[str, Any] = {"logger_name": "shared"}
+    given = env.get("APPLICATIONINSIGHTS_AUTHENTICATION_STRING", "")
+    auth = dict(part.split("=", 1) for part in given.split(";") if "=" in part)
+    if auth.get("Authorization", "").upper() == "AAD":
+        from azure.identity import ManagedIdentityCredential
+
+        client_id = auth.get("ClientId") or None
+        options["credential"] = ManagedIdentityCredential(client_id=client_id)
+    return options
+
+
+def _install(spans: SpanExporter, metric_exporter: Any) -> None:
+    from opentelemetry import metrics as otel_metrics
+    from opentelemetry import trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "queue-drain")})
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(BatchSpanProcessor(spans))
+    trace.set_tracer_provider(provider)
+    if metric_exporter is not None:
+        reader = PeriodicExportingMetricReader(metric_exporter)
+        otel_metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[reader]))
+
+
+def span_record(span: ReadableSpan) -> dict[str, Any]:
+    """One span as the trace file keeps it."""
+    ctx = span.get_span_context()
+    assert ctx is not None
+    return {
+        "name": span.name,
+        "trace_id": format(ctx.trace_id, "032x"),
+        "span_id": format(ctx.span_id, "016x"),
+        "parent_id": format(span.parent.span_id, "016x") if span.parent is not None else None,
+        "kind": span.kind.name,
+        "start_ns": span.start_time,
+        "end_ns": span.end_time,
+        "status": span.status.status_code.name,
+        "attributes": dict(span.attributes or {}),
+        "links": [
+            {"trace_id": format(link.context.trace_id, "032x"), "span_id": format(link.context.span_id, "016x")}
+            for link in span.links
+        ],
+    }
+
+
+class JsonLinesExporter(SpanExporter):
+    """Appends each span as one JSON line; past `max_bytes` the file becomes `<name>.1` and a new one starts."""
+
+    def __init__(self, path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.path, self.max_bytes = path, max_bytes
+        self._lock = threading.Lock()
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        lines = "".join(json.dumps(span_record(s), separators=(",", ":"), default=str) + "\n" for s in spans)
+        with self._lock:
+            try:
+                if self.path.exists() and self.path.stat().st_size + len(lines) > self.max_bytes:
+                    self.path.replace(self.path.with_name(self.path.name + ".1"))
+                with self.path.open("a", encoding="utf-8") as f:
+                    f.write(lines)
+            except OSError as e:
+                log.warning("trace file %s: %s", self.path, e)
+                return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+
+def flush() -> None:
+    """Export what the SDK holds (tests and tools, before reading the trace file)."""
+    from opentelemetry import trace
+
+    provider = trace.get_tracer_provider()
+    force = getattr(provider, "force_flush", None)
+    if force is not None:
+        force()

@@ -1,0 +1,88 @@
+"""The app's metrics and log correlation (issue 15): metrics as an OpenTelemetry SDK reads them after a real
+submit and drain on Azurite; log records carrying the trace, span and batch they belong to.
+
+The SDK's in-memory reader stands in for an exporter (Application Insights or OTLP cannot run here); the
+instruments, the app code that records them and the storage they count are the real ones.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from opentelemetry import metrics as otel_metrics
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+from shared import metrics, runtime, tracing
+from tests.app.conftest import drain_all
+from tests.app.test_drain_engine import submit_ids
+
+_reader: InMemoryMetricReader | None = None
+
+
+@pytest.fixture
+def reader() -> InMemoryMetricReader:
+    """One meter provider per process (OpenTelemetry allows setting it once), shared by these tests."""
+    global _reader
+    if _reader is None:
+        _reader = InMemoryMetricReader()
+        otel_metrics.set_meter_provider(MeterProvider(metric_readers=[_reader]))
+        metrics.register_observers(runtime.COUNTER)
+    _reader.get_metrics_data()  # start from here: cumulative sums are compared before and after
+    return _reader
+
+
+def points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
+    data = reader.get_metrics_data()
+    out: dict[str, list[Any]] = {}
+    for resource in data.resource_metrics if data else []:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                out.setdefault(metric.name, []).extend(metric.data.data_points)
+    return out
+
+
+def total(found: dict[str, list[Any]], name: str, **attributes: Any) -> float:
+    return sum(p.value for p in found.get(name, []) if all(p.attributes.get(k) == v for k, v in attributes.items()))
+
+
+async def test_a_drain_counts_items_by_outcome_chunks_sessions_wake_latency_and_storage(configure, reader) -> None:
+    services = configure(HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="2", CHUNK_MAX_ITEMS="10")
+    queue = services.settings.work_queue
+    before = points(reader)
+    await submit_ids(services, [f"m-{i}" for i in range(20)])  # t-7 style failures: m-7 and m-17
+    await drain_all(services)
+    after = points(reader)
+
+    def grew(name: str, **attributes: Any) -> float:
+        return total(after, name, **attributes) - total(before, name, **attributes)
+
+    assert grew("queue_drain.items", queue=queue, outcome="succeeded") == 18
+    assert grew("queue_drain.items", queue=queue, outcome="retried") == 2  # first attempt of m-7 and m-17
+    assert grew("queue_drain.items", queue=queue, outcome="parked") == 2  # their second, the last allowed
+    assert grew("queue_drain.chunks", queue=queue, outcome="retrying") == 2
+    assert grew("queue_drain.chunks", queue=queue, outcome="complete") == 2  # the two retries, settled by parking
+    assert grew("queue_drain.drain.sessions", reason="submitted") >= 1
+    wake = [p for p in after.get("queue_drain.wake_latency", []) if p.attributes.get("queue") == queue]
+    assert wake, "chunk 0 of the batch records how long after acceptance it was handled"
+    assert wake[0].count >= 1
+    assert grew("queue_drain.storage.transactions", operation="queue.PutMessage") >= 2  # the submit's chunks
+    assert grew("queue_drain.storage.transactions", operation="queue.DeleteMessage") >= 2
+
+
+async def test_log_records_carry_the_trace_the_span_and_the_batch(configure, caplog) -> None:
+    configure()  # the app's services: telemetry configured once per process, log correlation with it
+    context = SpanContext(0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, True, TraceFlags(1))
+    caplog.set_level(logging.INFO, logger="shared.drain")
+    with trace.use_span(NonRecordingSpan(context)), tracing.about_batch("0123456789abcdef0123456789abcdef"):
+        logging.getLogger("shared.drain").info("inside a chunk's span")
+    logging.getLogger("shared.drain").info("outside any span")
+    inside, outside = caplog.records[-2:]
+    assert inside.trace_id == "0af7651916cd43dd8448eb211c80319c"  # type: ignore[attr-defined]
+    assert inside.span_id == "b7ad6b7169203331"  # type: ignore[attr-defined]
+    assert inside.batch_id == "0123456789abcdef0123456789abcdef"  # type: ignore[attr-defined]
+    assert (outside.trace_id, outside.span_id, outside.batch_id) == ("", "", "")  # type: ignore[attr-defined]
