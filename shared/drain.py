@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
@@ -28,7 +29,8 @@ from shared.drain_chunks import ChunkWork, Worked
 from shared.drain_report import DrainReport
 from shared.drain_settling import Settler
 from shared.drain_wakeups import SCALE_CHECK_S, WAKE_MARGIN_MS, Wakeups
-from shared.errors import MalformedEnvelope, ResourceMissing, StorageError, TriggerUnavailable
+from shared.envelope import ChunkMessage
+from shared.errors import MalformedEnvelope, Overloaded, ResourceMissing, StorageError, TriggerUnavailable
 from shared.events import Reason, TriggerEvent
 from shared.leases import DrainLease
 from shared.received import Received, epoch_ms, utcnow
@@ -41,6 +43,9 @@ __all__ = ["SCALE_CHECK_S", "DrainReport", "Drainer", "drain_event"]
 log = logging.getLogger(__name__)
 
 STORAGE_RETRY_S = 10
+OVERLOAD_FIRST_S = 1.0  # the first pause when the handler says its downstream is overloaded, without Retry-After
+OVERLOAD_MAX_S = 60.0  # the longest pause (and the longest Retry-After honoured)
+PAUSE_MARGIN_S = 0.05  # after a pause, the chunks put back for it are visible again
 
 
 class Drainer:
@@ -65,6 +70,8 @@ class Drainer:
         self.report = DrainReport(queue, slot, reason.value)
         self.wakeups = Wakeups(services, queue, slot, self.report, clock)
         self._lease_held_until: datetime | None = None  # a lease this drainer could not release expires then
+        self._paused_until = 0.0  # the handler's downstream is overloaded: no chunk starts before then (clock)
+        self._overloads = 0  # in a row: the back-off doubles with each, from OVERLOAD_FIRST_S
         self._storage_failed = False
 
     # -- the session -----------------------------------------------------------------------------------------
@@ -200,6 +207,11 @@ class Drainer:
         while True:
             if self._out_of_time() or lease.lost.is_set():
                 return "more"
+            if self._paused_until > self.clock():
+                # Downstream overloaded: wait out the back-off (within the budget) instead of receiving the
+                # chunks that were just put back, or ending the session while they are hidden.
+                await asyncio.sleep(max(0.0, min(self._paused_until, self.deadline) - self.clock()) + PAUSE_MARGIN_S)
+                continue
             try:
                 page = await self._receive()
             except StorageError as e:
@@ -310,11 +322,38 @@ class Drainer:
             )
             await self.settler.delete(item)
             return None
+        if self._paused_until > self.clock():  # received before the back-off began: do not call downstream
+            await self._overloaded(item, msg, None)
+            return None
         try:
-            return await self.chunks.work(item, msg)
+            worked = await self.chunks.work(item, msg)
         except (MalformedEnvelope, ResourceMissing) as e:
             await self.settler.poison_raw(item, f"chunk {msg.header.chunk} of batch {msg.header.batch_id}: {e}")
             return None
+        except Overloaded as e:
+            await self._overloaded(item, msg, e)
+            return None
+        self._overloads = 0
+        return worked
+
+    async def _overloaded(self, item: Received, msg: ChunkMessage, signal: Overloaded | None) -> None:
+        """Put the chunk back without counting an attempt; on a new overload signal, pause the drainer for its
+        Retry-After or for a back-off that doubles with each signal in a row (OVERLOAD_FIRST_S..OVERLOAD_MAX_S)."""
+        if signal is not None:
+            self._overloads += 1
+            backoff = min(OVERLOAD_MAX_S, OVERLOAD_FIRST_S * 2 ** (self._overloads - 1))
+            wanted = signal.retry_after_s if signal.retry_after_s is not None else backoff
+            # Whole seconds, as a message's visibility is: the chunks come back just as the pause ends.
+            pause = math.ceil(min(OVERLOAD_MAX_S, max(1.0, wanted)))
+            self._paused_until = max(self._paused_until, self.clock() + pause)
+            log.warning(
+                "handler overloaded on chunk %d of batch %s (%s): pausing %s for %d s; no attempt counted",
+                msg.header.chunk, msg.header.batch_id, signal, self.queue_name, pause,
+            )  # fmt: skip
+        self.report.overloaded += 1
+        metrics.CHUNKS.add(1, {"queue": self.queue_name, "outcome": "overloaded"})
+        remaining = max(0.0, self._paused_until - self.clock())
+        await self.settler.put_back(item, msg, delay_s=max(1, math.ceil(remaining)))
 
 
 async def drain_event(services: Services, event: TriggerEvent, trace: str | None = None) -> DrainReport:

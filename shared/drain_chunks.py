@@ -17,7 +17,7 @@ from opentelemetry.trace import Link, Span
 from shared import envelope, layout, metrics, tracing
 from shared.batches import Admission, Manifest, admit
 from shared.envelope import ChunkHeader, ChunkMessage
-from shared.errors import HandlerError, MalformedEnvelope, ResourceMissing
+from shared.errors import HandlerError, MalformedEnvelope, Overloaded, ResourceMissing
 from shared.handlers import ChunkContext, ChunkResult, ItemOutcome, checked, is_async
 from shared.received import Received, utcnow
 from shared.runtime import Services
@@ -138,8 +138,8 @@ class ChunkWork:
                 if asyncio.iscoroutine(raw):
                     raw = await raw
             return checked(raw, len(items))
-        except asyncio.CancelledError:
-            raise
+        except (asyncio.CancelledError, Overloaded):
+            raise  # overload: the drainer backs off (shared.drain), no item has an outcome
         except Exception as e:
             # A handler that raises fails every item of the chunk, retryably; the traceback is logged once here.
             log.exception("handler failed on chunk %d of batch %s", context.chunk, context.batch_id)

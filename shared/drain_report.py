@@ -23,6 +23,7 @@ class DrainReport:
     items_retried: int = 0
     stale: int = 0
     waiting: int = 0
+    overloaded: int = 0  # chunks put back because the handler's downstream was overloaded
     seconds: float = 0.0
     transactions: dict[str, int] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
@@ -37,8 +38,8 @@ class DrainReport:
     def log(self) -> None:
         log.info(
             "drain %s slot %d (%s): %s; %d message(s), %d chunk(s) done, %d item(s) ok, %d failed, %d retried, "
-            "%d stale, %d waiting; %.2f s; %d storage transactions %s; events %s",
+            "%d stale, %d waiting, %d overloaded; %.2f s; %d storage transactions %s; events %s",
             self.queue, self.slot, self.reason, self.outcome, self.messages, self.chunks_done, self.items_ok,
-            self.items_failed, self.items_retried, self.stale, self.waiting, self.seconds, self.transaction_total,
-            self.transactions, self.events or "none",
+            self.items_failed, self.items_retried, self.stale, self.waiting, self.overloaded, self.seconds,
+            self.transaction_total, self.transactions, self.events or "none",
         )  # fmt: skip

@@ -145,10 +145,12 @@ class Settler:
         entry = poison_index.Entry(name, str(sent.id), str(sent.pop_receipt), inserted, batch_id, text)
         await poison_index.add(self.state, entry)
 
-    async def put_back(self, item: Received, msg: ChunkMessage) -> None:
-        """The batch is still being submitted: hide the message briefly without counting an attempt."""
+    async def put_back(self, item: Received, msg: ChunkMessage, delay_s: int | None = None) -> None:
+        """Hide the message for a while without counting an attempt: its batch is still being submitted (for
+        longer at each skip), or the handler's downstream is overloaded (`delay_s`)."""
         header = envelope.skipped_header(msg.header)
-        delay_s = min(MAX_WAIT_DELAY_S, 2**header.skips)
+        if delay_s is None:
+            delay_s = min(MAX_WAIT_DELAY_S, 2**header.skips)
         text = (
             envelope.encode_reference(header, msg.blob)
             if msg.blob is not None

@@ -136,3 +136,14 @@ class MalformedEnvelope(QueueDrainError):
 
 class HandlerError(QueueDrainError):
     """Raised when the configured chunk handler cannot be loaded or breaks its contract."""
+
+
+class Overloaded(QueueDrainError):
+    """Raised by a handler whose downstream says it is overloaded (an HTTP 429 or 503, a throttling error):
+    the chunk goes back on the queue for `retry_after_s` (or the drainer's own back-off) without counting an
+    attempt toward MAX_DEQUEUE_COUNT, and the drainer takes no new chunk until then. Raise it before the chunk
+    has done anything, or make the handler idempotent: the whole chunk is handled again."""
+
+    def __init__(self, message: str = "downstream overloaded", *, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s

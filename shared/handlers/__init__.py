@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from shared.errors import HandlerError
+from shared.errors import Overloaded as Overloaded  # for handlers: `raise Overloaded(retry_after_s=...)`
 from shared.settings import Settings
 
 

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from shared.handlers import ChunkContext, ChunkResult, ItemOutcome
+from shared.handlers import ChunkContext, ChunkResult, ItemOutcome, Overloaded
 
 calls: Counter[str] = Counter()
 cancelled: list[str] = []
@@ -28,6 +28,20 @@ def reset() -> None:
     on_chunk.clear()
     global entered, release
     entered, release = asyncio.Event(), asyncio.Event()
+
+
+OVERLOADED_CALLS = 3
+
+
+async def overloaded_at_first(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
+    """Its downstream answers 429 (Retry-After: 1) to the first OVERLOADED_CALLS calls, then takes everything;
+    each call's attempt number is recorded."""
+    attempts_seen.append(context.attempt)
+    if len(attempts_seen) <= OVERLOADED_CALLS:
+        raise Overloaded("downstream answered HTTP 429", retry_after_s=1)
+    for item in items:
+        calls[item_id(item)] += 1
+    return ChunkResult([ItemOutcome.success() for _ in items])
 
 
 def item_id(item: Any) -> str:

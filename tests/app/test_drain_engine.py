@@ -419,3 +419,22 @@ async def test_a_drain_that_storage_stops_comes_back_later_instead_of_burning_it
     assert again.reason is Reason.CONTINUE
     assert at is not None
     assert (at - datetime.now(timezone.utc)).total_seconds() > 3, "later, not at once"
+
+
+async def test_an_overloaded_downstream_pauses_the_drain_without_spending_attempts(configure):
+    # MAX_DEQUEUE_COUNT 2: had the three overloads counted as attempts, the chunk would have been parked.
+    services = configure(HANDLER="tests.app.handlers:overloaded_at_first", MAX_DEQUEUE_COUNT="2")
+    ids = [f"o-{i}" for i in range(20)]
+    batch_id = await submit_ids(services, ids)
+
+    started = asyncio.get_running_loop().time()
+    report = await drain_all(services)
+    took = asyncio.get_running_loop().time() - started
+
+    assert report.overloaded >= handlers.OVERLOADED_CALLS
+    assert handlers.attempts_seen == [1] * len(handlers.attempts_seen), "no overload counted as an attempt"
+    assert handlers.calls == {i: 1 for i in ids}
+    assert took >= handlers.OVERLOADED_CALLS * 1.0, f"each Retry-After (1 s) was waited out: {took:.1f} s"
+    status = await read_batch_status(services, batch_id)
+    assert status["status"] == "completed", status
+    assert await poison_messages(services) == []
