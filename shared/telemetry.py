@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from shared import metrics
+from shared.errors import SettingsError
 from shared.metering import TransactionCounter
 from shared.settings import Settings
 from shared.tracing import correlate_log_records
@@ -71,9 +72,17 @@ def _configure(env: Mapping[str, str], settings: Settings) -> str:
         _install(OTLPSpanExporter(), OTLPMetricExporter())
         return "otlp"
     if settings.traces_file:
-        _install(JsonLinesExporter(Path(settings.traces_file), settings.traces_file_max_bytes), None)
+        _install(file_exporter(settings), None)
         return "file"
     return "off"
+
+
+def file_exporter(settings: Settings) -> JsonLinesExporter:
+    """The trace file's exporter; a path that cannot be written fails at start, naming TRACES_FILE."""
+    try:
+        return JsonLinesExporter(Path(settings.traces_file), settings.traces_file_max_bytes)
+    except OSError as e:
+        raise SettingsError("TRACES_FILE", f"cannot write spans to {settings.traces_file}: {e.strerror or e}") from None
 
 
 def azure_monitor_options(env: Mapping[str, str]) -> dict[str, Any]:
@@ -135,6 +144,8 @@ class JsonLinesExporter(SpanExporter):
         self.path, self.max_bytes = path, max_bytes
         self._lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8"):  # writable now, or a clear error at start
+            pass
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         lines = "".join(json.dumps(span_record(s), separators=(",", ":"), default=str) + "\n" for s in spans)

@@ -8,6 +8,7 @@ instruments, the app code that records them and the storage they count are the r
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,7 +18,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from shared import metrics, runtime, tracing
+from shared import metrics, runtime, telemetry, tracing
+from shared.errors import SettingsError
 from tests.app.conftest import drain_all
 from tests.app.test_drain_engine import submit_ids
 
@@ -86,3 +88,13 @@ async def test_log_records_carry_the_trace_the_span_and_the_batch(configure, cap
     assert inside.span_id == "b7ad6b7169203331"  # type: ignore[attr-defined]
     assert inside.batch_id == "0123456789abcdef0123456789abcdef"  # type: ignore[attr-defined]
     assert (outside.trace_id, outside.span_id, outside.batch_id) == ("", "", "")  # type: ignore[attr-defined]
+
+
+async def test_a_trace_file_that_cannot_be_written_is_a_settings_error_naming_it(configure, tmp_path) -> None:
+    settings = configure().settings
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    with pytest.raises(SettingsError, match="TRACES_FILE"):
+        telemetry.file_exporter(replace(settings, traces_file=str(blocker / "traces.jsonl")))
+    written = telemetry.file_exporter(replace(settings, traces_file=str(tmp_path / "spans" / "traces.jsonl")))
+    assert written.path.exists()
