@@ -24,6 +24,7 @@ JSON = "application/json"
 OPENAPI = Path(__file__).with_name("openapi.json")
 DEFAULT_PAGE, MAX_PAGE = 20, 50
 MAX_REPLAY_BODY_BYTES = 2**20  # 1,000 message ids and a batch id fit many times over
+MAX_REPLAY_RATE = 1000  # chunks per second: beyond this, pacing does nothing a plain replay would not
 
 
 @dataclass(frozen=True)
@@ -161,8 +162,8 @@ def replay_request(body: bytes, limits: Limits) -> dict[str, Any]:
         raise MalformedRequest(f"body is not valid JSON: not UTF-8 (byte {e.start})") from None
     intake.check_depth(text, limits)
     doc = intake.loads(text, "body")
-    if not isinstance(doc, dict) or set(doc) - {"batch_id", "message_ids", "limit"}:
-        raise MalformedRequest('body must be an object with optional "batch_id", "message_ids", "limit"')
+    if not isinstance(doc, dict) or set(doc) - {"batch_id", "message_ids", "limit", "rate"}:
+        raise MalformedRequest('body must be an object with optional "batch_id", "message_ids", "limit", "rate"')
     out: dict[str, Any] = {}
     if doc.get("batch_id") is not None:
         if not isinstance(doc["batch_id"], str):
@@ -178,7 +179,16 @@ def replay_request(body: bytes, limits: Limits) -> dict[str, Any]:
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10_000:
             raise MalformedRequest('"limit" must be an integer from 1 to 10000')
         out["limit"] = limit
+    if doc.get("rate") is not None:
+        out["rate"] = replay_rate(doc["rate"])
     return out
+
+
+def replay_rate(rate: Any) -> float:
+    """Chunks per second, more than 0 and at most MAX_REPLAY_RATE."""
+    if not isinstance(rate, int | float) or isinstance(rate, bool) or not 0 < rate <= MAX_REPLAY_RATE:
+        raise MalformedRequest(f'"rate" must be a number of chunks per second above 0, at most {MAX_REPLAY_RATE}')
+    return float(rate)
 
 
 async def poison_replay(body: bytes) -> ApiResponse:

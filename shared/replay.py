@@ -14,7 +14,10 @@ there, but not replayed through the index.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +38,8 @@ from shared.runtime import Services
 from shared.storage import NEVER_EXPIRES, read_json, translated, write_json
 
 log = logging.getLogger(__name__)
+DEFAULT_LIMIT = 1000  # parked chunks one replay call takes at most, unless it asks for fewer
+MAX_PACED_REPLAY_S = 60  # a paced replay answers within about a minute: it takes what its rate allows in that
 
 PAGE = 32
 MARK_ATTEMPTS = 5  # reads of a parent record that keeps changing under a replay before giving up
@@ -123,9 +128,19 @@ def from_entry(entry: poison_index.Entry) -> Parked:
 
 
 async def replay(
-    services: Services, *, batch_id: str | None = None, message_ids: set[str] | None = None, limit: int = 1000
+    services: Services,
+    *,
+    batch_id: str | None = None,
+    message_ids: set[str] | None = None,
+    limit: int = DEFAULT_LIMIT,
+    rate: float | None = None,
 ) -> dict[str, Any]:
-    """Replay parked chunks matching `batch_id` and/or `message_ids` (all, when neither is given)."""
+    """Replay parked chunks matching `batch_id` and/or `message_ids` (all, when neither is given); with `rate`,
+    at most that many chunks per second, so a fixed downstream is not hit by the whole backlog at once, and no
+    more than that pace allows in MAX_PACED_REPLAY_S (the answer's `limit`; call again for the rest)."""
+    pace = Pace(rate)
+    if rate is not None:  # what fits in one answer at this pace; the caller calls again for the rest
+        limit = min(limit, 1 + math.floor(MAX_PACED_REPLAY_S * rate))
     replayed: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
     touched: set[str] = set()
@@ -141,6 +156,7 @@ async def replay(
             if parked.message.chunk_text is None:
                 skipped.append({**parked.summary(), "why": "not a chunk: inspect it and fix it by hand"})
                 continue
+            await pace.next()
             try:
                 why = await _replay_one(services, client, entry, parked)
             except ReplayConflict as e:
@@ -152,7 +168,23 @@ async def replay(
             touched.add(parked.message.info.queue)
     await _ring(services, touched)
     log.warning("replayed %d parked chunk(s) (%d skipped)", len(replayed), len(skipped))
-    return {"replayed": len(replayed), "skipped": skipped, "chunks": replayed}
+    out = {"replayed": len(replayed), "skipped": skipped, "chunks": replayed}
+    return out | ({"rate": rate, "limit": limit, "seconds": round(pace.elapsed(), 3)} if rate is not None else {})
+
+
+class Pace:
+    """Spaces calls `1 / rate` seconds apart from the first (no spacing without a rate)."""
+
+    def __init__(self, rate: float | None) -> None:
+        self.rate, self.calls, self.started = rate, 0, time.monotonic()
+
+    async def next(self) -> None:
+        if self.rate is not None:
+            await asyncio.sleep(max(0.0, self.started + self.calls / self.rate - time.monotonic()))
+        self.calls += 1
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
 
 
 async def _replay_one(services: Services, client: Any, entry: poison_index.Entry, parked: Parked) -> str | None:

@@ -149,3 +149,35 @@ async def test_inspecting_parked_chunks_hides_nothing_costs_a_few_calls_and_repl
     )
     assert answer["replayed"] == 40
     assert (await poison.get_queue_properties()).approximate_message_count == 0
+
+
+async def test_a_paced_replay_spaces_its_chunks_and_takes_what_its_pace_allows_in_a_minute(configure, app_functions):
+    services = configure(
+        publisher=RecordingPublisher(),
+        HANDLER="tests.app.handlers:fail_sevens",
+        MAX_DEQUEUE_COUNT="1",
+        CHUNK_MAX_ITEMS="10",
+    )
+    done = await submit(
+        services, SALES, content_type="application/x-ndjson", content_encoding=None, idempotency_key=None
+    )
+    await drain_all(services)
+    assert (await read_batch_status(services, done.manifest.batch_id))["items"]["failed"] == 3
+
+    for bad in (0, -1, "fast", True, 1001):
+        body = json.dumps({"rate": bad}).encode()
+        code, _ = await call(app_functions, "poison_replay", http_request("POST", "/api/poison/replay", body=body))
+        assert code == 400, bad
+
+    paced = json.dumps({"batch_id": done.manifest.batch_id, "rate": 4, "limit": 10}).encode()
+    code, replayed = await call(app_functions, "poison_replay", http_request("POST", "/api/poison/replay", body=paced))
+    assert code == 200, replayed
+    assert replayed["replayed"] == 3
+    assert replayed["rate"] == 4.0
+    assert replayed["seconds"] >= 2 / 4, "three chunks at 4 per second: the third starts 0.5 s after the first"
+
+    # A pace too slow for one answer takes what it allows in 60 s (here one chunk) and says so.
+    await drain_all(services)  # the three fail again (the handler still fails sevens) and are parked again
+    slow = json.dumps({"rate": 0.01}).encode()
+    code, some = await call(app_functions, "poison_replay", http_request("POST", "/api/poison/replay", body=slow))
+    assert (code, some["replayed"], some["limit"]) == (200, 1, 1), some
