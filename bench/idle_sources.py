@@ -6,9 +6,9 @@ triggers: the built-in queue trigger's app scales to zero and the scale controll
 outside; the app's fallback timer wakes an instance at every tick, and an instance lingers after its last
 execution. This model adds those sources up for one simulated day:
 
-- (a) the built-in queue trigger: its polls while an instance is alive (the real policy,
-  `shared.backoff.randomized_exponential_ms`, at the trigger's defaults), the scale controller's queue probes,
-  and the host's primary lock while an instance is alive;
+- (a) the built-in queue trigger: its polls while an instance is alive (the peer loop section 4 runs,
+  `bench.idle.simulate_peer`, on a simulated day), the scale controller's queue probes, and the host's primary
+  lock while an instance is alive;
 - (c) this app: the fallback's looks (the real `shared.backoff.PollPolicy` at the app's default settings,
   ticked on the timer's schedule), what a fresh instance reads before its first look, the host's primary lock
   and the timer's singleton listener lock while an instance is alive. Its Service Bus trigger costs Service Bus
@@ -19,6 +19,7 @@ Pure: no I/O, seeded. Every constant carries its source or says it is assumed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import random
@@ -27,10 +28,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from bench.idle import DAY_S, simulate_peer
 from bench.platform import setting_default
-from shared.backoff import PollPolicy, randomized_exponential_ms
-
-DAY_S = 86_400
+from shared.backoff import PollPolicy
 
 
 @dataclass(frozen=True)
@@ -50,10 +50,6 @@ class HostCosts:
     # 5 minutes (as bench.platform's scale-in delay), with 20 minutes (unofficial reports for the Consumption
     # plan) as the pessimistic case.
     linger_s: float = 300.0
-    # The built-in queue trigger's polling: from 100 ms (its minimum) doubling toward maxPollingInterval, 1 minute
-    # by default (queue trigger docs; the whitepaper's randomized exponential back-off, as `bench.peers` runs it).
-    builtin_floor_ms: int = 100
-    builtin_ceiling_ms: int = 60_000
 
 
 @dataclass(frozen=True)
@@ -79,21 +75,10 @@ class Day:
         return sum(self.sources.values())
 
 
-def builtin_polls_per_day(costs: HostCosts, seed: int) -> int:
-    """An always-alive instance's polls of one empty queue over a day, by the trigger's real back-off."""
-    rng, t_ms, idle = random.Random(seed), 0, 0
-    polls = 0
-    while t_ms < DAY_S * 1000:
-        polls += 1
-        idle += 1
-        t_ms += randomized_exponential_ms(
-            idle,
-            floor_ms=costs.builtin_floor_ms,
-            delta_ms=costs.builtin_floor_ms,
-            ceiling_ms=costs.builtin_ceiling_ms,
-            u=rng.random(),
-        )
-    return polls
+def builtin_polls_per_day(seed: int) -> int:
+    """An always-alive instance's polls of one empty queue over a day: the built-in trigger's loop as section 4
+    runs it (`bench.peers`, on a simulated clock and an always-empty simulated queue)."""
+    return sum(asyncio.run(simulate_peer("a", DAY_S, seed=seed)).values())
 
 
 def builtin_day(plan: Plan, queues: int, costs: HostCosts, seed: int = 1) -> Day:
@@ -102,7 +87,7 @@ def builtin_day(plan: Plan, queues: int, costs: HostCosts, seed: int = 1) -> Day
     return Day(
         {
             "scale-controller probes": queues * math.floor(DAY_S / costs.scale_probe_s),
-            "trigger polls": queues * builtin_polls_per_day(costs, seed) if alive else 0,
+            "trigger polls": queues * builtin_polls_per_day(seed) if alive else 0,
             "primary-host lock": math.floor(DAY_S / costs.host_lock_renew_s) if alive else 0,
         }
     )

@@ -6,20 +6,9 @@ said, not hidden.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
+from bench.report_platform import load
 
-RESULTS = Path(__file__).resolve().parent / "results"
 TARGET = 0.1  # issue 13: an idle one-queue app at most 1/10 of the built-in trigger, all sources counted
-
-
-def load() -> dict[str, Any] | None:
-    try:
-        loaded: dict[str, Any] = json.loads((RESULTS / "idle_sources.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return loaded
 
 
 def every(seconds: float) -> str:
@@ -28,7 +17,7 @@ def every(seconds: float) -> str:
 
 
 def section() -> str:
-    doc = load()
+    doc = load("idle_sources.json")
     head = ["### Idle per app, every source counted (a model)", ""]
     if doc is None:
         return "\n".join([*head, "No model run recorded (`python -m bench.idle_sources`).", ""])

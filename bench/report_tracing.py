@@ -3,23 +3,11 @@ part of `make bench`); a missing file is said, not hidden."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
-
-RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def load() -> dict[str, Any] | None:
-    try:
-        loaded: dict[str, Any] = json.loads((RESULTS / "tracing.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return loaded
+from bench.report_platform import load
 
 
 def section() -> str:
-    doc = load()
+    doc = load("tracing.json")
     head = ["## Tracing: what it costs the drain", ""]
     if doc is None:
         return "\n".join([*head, "No run recorded (`python -m bench.tracing_cost`).", ""])

@@ -14,7 +14,6 @@ from bench.idle_sources import (
     HostCosts,
     app_day,
     builtin_day,
-    builtin_polls_per_day,
     fallback_looks,
     shipped_policy,
     table,
@@ -57,11 +56,6 @@ def test_the_builtin_trigger_on_flex_costs_only_the_scale_controllers_probes() -
     premium = builtin_day(PREMIUM, 1, COSTS).sources
     assert premium["primary-host lock"] == 7_200
     assert 1_440 <= premium["trigger polls"] <= 1_460  # one a minute once at its 60 s cap, after a short ramp
-
-
-def test_the_builtin_polls_reach_the_one_minute_cap() -> None:
-    fast = builtin_polls_per_day(replace(COSTS, builtin_ceiling_ms=1_000), seed=1)
-    assert 86_400 - 50 <= fast <= 86_400 + 50  # a 1 s cap: one poll a second
 
 
 def test_the_table_covers_both_plans_both_queue_counts_and_every_schedule() -> None:
