@@ -112,10 +112,8 @@ class ChunkWork:
     def _observe(self, span: Span, items: int, settlement: Settlement) -> None:
         succeeded, retried, parked = len(settlement.record.ok), len(settlement.retry), len(settlement.poison)
         outcome = "complete" if settlement.complete else "retrying"
-        span.set_attributes(
-            {"queue_drain.items": items, "queue_drain.succeeded": succeeded, "queue_drain.retried": retried}
-        )
-        span.set_attribute("queue_drain.parked", parked)
+        counts = {"items": items, "succeeded": succeeded, "retried": retried, "parked": parked}
+        span.set_attributes({f"queue_drain.{k}": n for k, n in counts.items()})
         tracing.set_outcome(span, outcome, ok=not (retried or parked))
         metrics.item_outcomes(succeeded, retried, parked, {"queue": self.queue})
         metrics.CHUNKS.add(1, {"queue": self.queue, "outcome": outcome})

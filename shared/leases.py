@@ -132,9 +132,4 @@ async def queue_leases(container: ContainerClient, queue: str, *, fresh_s: float
 
 async def active_drainers(container: ContainerClient, queue: str) -> int:
     """How many slots of `queue` are leased right now (one listing transaction)."""
-    count = 0
-    async with translated(f"list drain leases of {queue}"):
-        async for blob in container.list_blobs(name_starts_with=layout.lease_prefix(queue)):
-            if blob.lease.state == "leased":
-                count += 1
-    return count
+    return (await queue_leases(container, queue, fresh_s=0)).active

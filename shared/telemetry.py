@@ -14,16 +14,13 @@ Sampling is the SDK's (`OTEL_TRACES_SAMPLER`, default parent-based always-on).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
+import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from typing import TYPE_CHECKING, Any
 
 from shared import metrics
 from shared.errors import SettingsError
@@ -31,9 +28,13 @@ from shared.metering import TransactionCounter
 from shared.settings import Settings
 from shared.tracing import correlate_log_records
 
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    from shared.span_file import JsonLinesExporter
+
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_BYTES = 50 * 2**20
 _configured: str | None = None
 _lock = threading.Lock()
 
@@ -55,11 +56,12 @@ def configure(settings: Settings, counter: TransactionCounter, environ: Mapping[
 
 
 def _configure(env: Mapping[str, str], settings: Settings) -> str:
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
+    if "opentelemetry.sdk.trace" in sys.modules:  # nothing can have installed an SDK provider without it
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
 
-    if isinstance(trace.get_tracer_provider(), TracerProvider):
-        return "already-configured"  # by the Functions Python worker, or by the process that embeds the app
+        if isinstance(trace.get_tracer_provider(), TracerProvider):
+            return "already-configured"  # by the Functions Python worker, or by the process that embeds the app
     if env.get("APPLICATIONINSIGHTS_CONNECTION_STRING", "").strip():
         from azure.monitor.opentelemetry import configure_azure_monitor
 
@@ -69,16 +71,18 @@ def _configure(env: Mapping[str, str], settings: Settings) -> str:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        _install(OTLPSpanExporter(), OTLPMetricExporter())
+        _install(env, OTLPSpanExporter(), OTLPMetricExporter())
         return "otlp"
     if settings.traces_file:
-        _install(file_exporter(settings), None)
+        _install(env, file_exporter(settings), None)
         return "file"
     return "off"
 
 
 def file_exporter(settings: Settings) -> JsonLinesExporter:
     """The trace file's exporter; a path that cannot be written fails at start, naming TRACES_FILE."""
+    from shared.span_file import JsonLinesExporter
+
     try:
         return JsonLinesExporter(Path(settings.traces_file), settings.traces_file_max_bytes)
     except OSError as e:
@@ -98,7 +102,7 @@ def azure_monitor_options(env: Mapping[str, str]) -> dict[str, Any]:
     return options
 
 
-def _install(spans: SpanExporter, metric_exporter: Any) -> None:
+def _install(env: Mapping[str, str], spans: SpanExporter, metric_exporter: Any) -> None:
     from opentelemetry import metrics as otel_metrics
     from opentelemetry import trace
     from opentelemetry.sdk.metrics import MeterProvider
@@ -107,68 +111,10 @@ def _install(spans: SpanExporter, metric_exporter: Any) -> None:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "queue-drain")})
+    resource = Resource.create({"service.name": env.get("OTEL_SERVICE_NAME") or "queue-drain"})
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(spans))
     trace.set_tracer_provider(provider)
     if metric_exporter is not None:
         reader = PeriodicExportingMetricReader(metric_exporter)
         otel_metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[reader]))
-
-
-def span_record(span: ReadableSpan) -> dict[str, Any]:
-    """One span as the trace file keeps it."""
-    ctx = span.get_span_context()
-    assert ctx is not None
-    return {
-        "name": span.name,
-        "trace_id": format(ctx.trace_id, "032x"),
-        "span_id": format(ctx.span_id, "016x"),
-        "parent_id": format(span.parent.span_id, "016x") if span.parent is not None else None,
-        "kind": span.kind.name,
-        "start_ns": span.start_time,
-        "end_ns": span.end_time,
-        "status": span.status.status_code.name,
-        "attributes": dict(span.attributes or {}),
-        "links": [
-            {"trace_id": format(link.context.trace_id, "032x"), "span_id": format(link.context.span_id, "016x")}
-            for link in span.links
-        ],
-    }
-
-
-class JsonLinesExporter(SpanExporter):
-    """Appends each span as one JSON line; past `max_bytes` the file becomes `<name>.1` and a new one starts."""
-
-    def __init__(self, path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        self.path, self.max_bytes = path, max_bytes
-        self._lock = threading.Lock()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8"):  # writable now, or a clear error at start
-            pass
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        lines = "".join(json.dumps(span_record(s), separators=(",", ":"), default=str) + "\n" for s in spans)
-        with self._lock:
-            try:
-                if self.path.exists() and self.path.stat().st_size + len(lines) > self.max_bytes:
-                    self.path.replace(self.path.with_name(self.path.name + ".1"))
-                with self.path.open("a", encoding="utf-8") as f:
-                    f.write(lines)
-            except OSError as e:
-                log.warning("trace file %s: %s", self.path, e)
-                return SpanExportResult.FAILURE
-        return SpanExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        return None
-
-
-def flush() -> None:
-    """Export what the SDK holds (tests and tools, before reading the trace file)."""
-    from opentelemetry import trace
-
-    provider = trace.get_tracer_provider()
-    force = getattr(provider, "force_flush", None)
-    if force is not None:
-        force()

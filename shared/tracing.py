@@ -120,8 +120,3 @@ def correlate_log_records() -> None:
         return record
 
     logging.setLogRecordFactory(correlated)
-
-
-def detached() -> otel_context.Context:
-    """An empty context: spans started in it begin their own trace (a drain session woken without one)."""
-    return otel_context.Context()
