@@ -10,6 +10,7 @@ import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -61,14 +62,20 @@ def test_the_host_lists_every_function_of_the_real_app(app_host: RunningHost) ->
     assert "is in error" not in log
 
 
+async def submit_example(session: aiohttp.ClientSession) -> dict[str, Any]:
+    """POST the example NDJSON; the 202's body (its Location is its status_url)."""
+    async with session.post(
+        "/api/batches", data=EXAMPLE.read_bytes(), headers={"Content-Type": "application/x-ndjson"}
+    ) as response:
+        accepted: dict[str, Any] = await response.json()
+        assert response.status == 202, accepted
+        assert response.headers["Location"] == accepted["status_url"]
+    return accepted
+
+
 async def test_the_example_batch_drains_to_completed_through_service_bus(app_host: RunningHost) -> None:
     async with aiohttp.ClientSession(base_url=app_host.base_url) as session:
-        async with session.post(
-            "/api/batches", data=EXAMPLE.read_bytes(), headers={"Content-Type": "application/x-ndjson"}
-        ) as response:
-            accepted = await response.json()
-            assert response.status == 202, accepted
-            assert response.headers["Location"] == accepted["status_url"]
+        accepted = await submit_example(session)
         assert accepted["items"] == 1000
         status = await poll_until_done(session, accepted["status_url"], timeout_s=60)
         async with session.get("/api/queues") as response:

@@ -24,7 +24,7 @@ from shared import envelope
 from tests.conftest import Azurite, Names
 from tests.fixtures_servicebus import ServiceBus
 from tests.host.conftest import HostLauncher, RunningHost
-from tests.host.test_function_app import EXAMPLE, app_settings, poll_until_done
+from tests.host.test_function_app import app_settings, poll_until_done, submit_example
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
@@ -72,11 +72,7 @@ async def test_one_trace_spans_the_submit_the_event_the_drain_and_every_chunk(
 ) -> None:
     host, traces = traced_host
     async with aiohttp.ClientSession(base_url=host.base_url) as session:
-        async with session.post(
-            "/api/batches", data=EXAMPLE.read_bytes(), headers={"Content-Type": "application/x-ndjson"}
-        ) as response:
-            accepted = await response.json()
-            assert response.status == 202, accepted
+        accepted = await submit_example(session)
         status = await poll_until_done(session, accepted["status_url"], timeout_s=60)
     assert status["status"] == "completed", status
     batch_id, chunks = accepted["batch_id"], accepted["chunks"]

@@ -28,9 +28,8 @@ from tests.infra.bicep import (
     variables,
 )
 
-# Settings the Functions host reads itself (Functions app settings reference; identity-based connections;
-# Application Insights with Entra ID): the template may set these although the app never reads them.
-HOST_SETTINGS = frozenset(
+# The identity-based connections, as a deployment without secrets sets them (read by the host and the app).
+IDENTITY_SETTINGS = frozenset(
     {
         "AzureWebJobsStorage__credential",
         "AzureWebJobsStorage__clientId",
@@ -39,22 +38,17 @@ HOST_SETTINGS = frozenset(
         "ServiceBusConnection__fullyQualifiedNamespace",
         "ServiceBusConnection__credential",
         "ServiceBusConnection__clientId",
-        "APPLICATIONINSIGHTS_CONNECTION_STRING",
-        "APPLICATIONINSIGHTS_AUTHENTICATION_STRING",
-        "PYTHON_ENABLE_OPENTELEMETRY",  # read by the Python worker (Azure Functions OpenTelemetry docs)
     }
 )
-# What an identity-based deployment must set: both connections as identities, and the binding expressions.
-REQUIRED = {
-    "AzureWebJobsStorage__credential",
-    "AzureWebJobsStorage__clientId",
-    "AzureWebJobsStorage__blobServiceUri",
-    "AzureWebJobsStorage__queueServiceUri",
-    "ServiceBusConnection__fullyQualifiedNamespace",
-    "ServiceBusConnection__credential",
-    "ServiceBusConnection__clientId",
-    *BINDING_SETTINGS,
+# Settings the Functions host reads itself (Functions app settings reference; identity-based connections;
+# Application Insights with Entra ID): the template may set these although the app never reads them.
+HOST_SETTINGS = IDENTITY_SETTINGS | {
+    "APPLICATIONINSIGHTS_CONNECTION_STRING",
+    "APPLICATIONINSIGHTS_AUTHENTICATION_STRING",
+    "PYTHON_ENABLE_OPENTELEMETRY",  # read by the Python worker (Azure Functions OpenTelemetry docs)
 }
+# What an identity-based deployment must set: both connections as identities, and the binding expressions.
+REQUIRED = IDENTITY_SETTINGS | set(BINDING_SETTINGS)
 SECRETS = re.compile(r"listKeys|listConnectionStrings|AccountKey=|SharedAccessKey|@secure\(\)", re.IGNORECASE)
 
 
