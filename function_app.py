@@ -34,7 +34,7 @@ def http_response(result: api.ApiResponse) -> func.HttpResponse:
 @app.route(route="batches", methods=["POST"])
 async def submit_batch(req: func.HttpRequest) -> func.HttpResponse:
     headers = {k.lower(): v for k, v in req.headers.items()}
-    return http_response(await api.submit_batch(req.get_body(), headers))
+    return http_response(await api.submit_batch(req.get_body(), headers, dict(req.params)))
 
 
 @app.function_name("batch_list")

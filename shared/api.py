@@ -12,9 +12,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from shared import intake, metering, replay, reports
+from shared import intake, lanes, metering, replay, reports
 from shared.errors import LimitExceeded, MalformedRequest, RequestError, StorageError, StorageUnavailable
 from shared.intake import Limits
+from shared.lanes import Lane
 from shared.runtime import services
 from shared.submit import submit
 
@@ -64,16 +65,36 @@ def status_url(batch_id: str) -> str:
     return f"/api/batches/{batch_id}"
 
 
-async def submit_batch(body: bytes, headers: Mapping[str, str]) -> ApiResponse:
-    """`headers` with lower-case names."""
+def asked_for(name: str, headers: Mapping[str, str], params: Mapping[str, str]) -> str | None:
+    """A submit option given as an `X-<Name>` header or a `<name>` query parameter (the same value if both)."""
+    header, param = headers.get(f"x-{name}"), params.get(name)
+    if header is not None and param is not None and header != param:
+        raise MalformedRequest(f"X-{name.title()} header and {name!r} query parameter disagree; give one")
+    return header if header is not None else param
+
+
+def submit_lane(headers: Mapping[str, str], params: Mapping[str, str]) -> Lane:
+    """The tenant and priority a submit asks for (`shared.lanes`); a JSON 400 naming the rule otherwise."""
+    try:
+        tenant = lanes.checked_tenant(asked_for("tenant", headers, params))
+        priority = lanes.checked_priority(asked_for("priority", headers, params))
+    except ValueError as e:
+        raise MalformedRequest(str(e)) from None
+    return Lane("", tenant, priority)
+
+
+async def submit_batch(body: bytes, headers: Mapping[str, str], params: Mapping[str, str] | None = None) -> ApiResponse:
+    """`headers` with lower-case names; `params`: the query string."""
 
     async def call() -> ApiResponse:
+        lane = submit_lane(headers, params or {})
         done = await submit(
             services(),
             body,
             content_type=headers.get("content-type"),
             content_encoding=headers.get("content-encoding"),
             idempotency_key=headers.get("idempotency-key"),
+            lane=lane,
         )
         manifest = done.manifest
         url = status_url(manifest.batch_id)
@@ -83,6 +104,8 @@ async def submit_batch(body: bytes, headers: Mapping[str, str]) -> ApiResponse:
             "chunks": manifest.chunks,
             "status_url": url,
             "trigger": done.trigger,
+            "tenant": manifest.tenant,
+            "priority": manifest.priority,
         }
         out_headers = {"Location": url}
         if done.replayed:

@@ -16,6 +16,8 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
+from shared.lanes import DEFAULT_TENANT, Priority
+
 BATCH_ID = re.compile(r"[0-9a-f]{32}")
 _KEY_NAMESPACE = uuid.UUID("6f1b6a52-8f7e-4a55-9d3c-2f4a7c1e9b10")
 MAX_IDEMPOTENCY_KEY = 256
@@ -66,6 +68,9 @@ class Manifest:
     # When this attempt began (a resumed submission keeps the batch's created_at for its readers, but its
     # chunks must be judged by their own attempt's age). None in manifests written before it existed.
     attempt_started_at: str | None = None
+    # The lane its chunks wait in (`shared.lanes`); written only when not the shared tenant's normal lane.
+    tenant: str = DEFAULT_TENANT
+    priority: str = Priority.NORMAL
 
     @property
     def chunks(self) -> int:
@@ -76,6 +81,9 @@ class Manifest:
         out["state"] = self.state.value
         out["queues"] = list(self.queues)
         out["chunk_sizes"] = list(self.chunk_sizes)
+        for name, default in (("tenant", DEFAULT_TENANT), ("priority", Priority.NORMAL)):
+            if out[name] == default:
+                del out[name]  # manifests of the shared lane stay as they were
         return out
 
     @classmethod

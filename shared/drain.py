@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 
 from opentelemetry.trace import SpanKind
 
-from shared import envelope, metering, metrics, tracing
+from shared import envelope, lane_queues, metering, metrics, tracing
 from shared.batches import Admission
 from shared.drain_chunks import ChunkWork, Worked
 from shared.drain_report import DrainReport
@@ -32,6 +32,7 @@ from shared.drain_wakeups import SCALE_CHECK_S, WAKE_MARGIN_MS, Wakeups
 from shared.envelope import ChunkMessage
 from shared.errors import MalformedEnvelope, Overloaded, ResourceMissing, StorageError, TriggerUnavailable
 from shared.events import Reason, TriggerEvent
+from shared.lanes import Lane, LaneOrder
 from shared.leases import DrainLease
 from shared.received import Received, epoch_ms, utcnow
 from shared.result_store import ResultWriter
@@ -46,6 +47,9 @@ STORAGE_RETRY_S = 10
 OVERLOAD_FIRST_S = 1.0  # the first pause when the handler says its downstream is overloaded, without Retry-After
 OVERLOAD_MAX_S = 60.0  # the longest pause (and the longest Retry-After honoured)
 PAUSE_MARGIN_S = 0.05  # after a pause, the chunks put back for it are visible again
+LANE_POLL_S = 0.1  # while draining, the lanes are listed again at most this often (a new tenant's wait) ...
+LANE_POLL_MESSAGES = 16  # ... and at most once per this many messages received ...
+LANE_POLL_MAX_S = 1.0  # ... unless this long has passed
 
 
 class Drainer:
@@ -73,6 +77,11 @@ class Drainer:
         self._paused_until = 0.0  # the handler's downstream is overloaded: no chunk starts before then (clock)
         self._overloads = 0  # in a row: the back-off doubles with each, from OVERLOAD_FIRST_S
         self._storage_failed = False
+        self.order = LaneOrder()  # the queue's lanes (`shared.lanes`), and whose turn it is
+        self.order.add(Lane(queue))
+        self._lanes_listed_at = -math.inf
+        self._messages_at_listing = 0
+        self._listing: asyncio.Task[None] | None = None
 
     # -- the session -----------------------------------------------------------------------------------------
 
@@ -101,16 +110,16 @@ class Drainer:
 
     async def _open(self) -> None:
         storage = self.s.storage
-        self.queue = await storage.ensure_queue(self.queue_name)
+        await storage.ensure_queue(self.queue_name)
         self.state = await storage.ensure_container(self.settings.state_container)
         batches = await storage.ensure_container(self.settings.batches_container)
         self.results = ResultWriter(await storage.ensure_container(self.settings.results_container))
         poison_queue = await storage.ensure_queue(self.settings.poison_queue(self.queue_name))
-        self.wakeups.attach(self.queue, self.state)
+        self.wakeups.attach(self.state, lambda: sorted(self.order.lanes))
         self.chunks = ChunkWork(self.s, batches, self.clock, self.queue_name)
         self.settler = Settler(
             self.settings,
-            self.queue,
+            self.queue_name,
             poison_queue,
             batches=batches,
             state=self.state,
@@ -177,6 +186,7 @@ class Drainer:
         """Receivers start at one and grow (up to RECEIVERS) while pages come back full."""
         self._slots = asyncio.Semaphore(self.settings.chunk_concurrency)
         self._receivers: set[asyncio.Task[str]] = set()
+        await self._list_lanes_once()
         self._spawn_receiver(lease)
         more = False
         try:
@@ -207,18 +217,24 @@ class Drainer:
         while True:
             if self._out_of_time() or lease.lost.is_set():
                 return "more"
+            if self._lanes_due():
+                await self._list_lanes_once()
+            lane = self.order.next(self.clock())
+            if lane is None:
+                return "empty"  # every lane came back empty (each is looked at again by the session's end)
             if self._paused_until > self.clock():
                 # Downstream overloaded: wait out the back-off (within the budget) instead of receiving the
                 # chunks that were just put back, or ending the session while they are hidden.
                 await asyncio.sleep(max(0.0, min(self._paused_until, self.deadline) - self.clock()) + PAUSE_MARGIN_S)
                 continue
             try:
-                page = await self._receive()
+                page = await self._receive(lane)
             except StorageError as e:
-                log.warning("receiving from %s failed; ending this session: %s", self.queue_name, e)
+                log.warning("receiving from %s failed; ending this session: %s", lane, e)
                 return "failed"
             if not page:
-                return "empty"
+                self.order.emptied(lane, self.clock())
+                continue
             self.report.messages += len(page)
             self.wakeups.meter.add(len(page))
             if len(page) == self.settings.receive_batch:
@@ -232,9 +248,10 @@ class Drainer:
     def _out_of_time(self) -> bool:
         return self.clock() >= self.deadline
 
-    async def _receive(self) -> list[Received]:
-        async with translated(f"receive from {self.queue_name}"):
-            pager = self.queue.receive_messages(
+    async def _receive(self, lane: str) -> list[Received]:
+        queue = self.s.storage.queue(lane)
+        async with translated(f"receive from {lane}"):
+            pager = queue.receive_messages(
                 messages_per_page=self.settings.receive_batch,
                 visibility_timeout=self.settings.visibility_timeout_s,
             ).by_page()
@@ -243,13 +260,40 @@ class Drainer:
             except StopAsyncIteration:  # the SDK's way of saying the queue had nothing visible
                 return []
             visible_at = epoch_ms() + self.settings.visibility_timeout_s * 1000
-            received = [Received(m, self.clock(), visible_at) async for m in page]
+            received = [Received(m, queue, self.clock(), visible_at) async for m in page]
             self.wakeups.note_visible(visible_at)
             return received
 
     async def _has_visible_work(self) -> bool:
-        async with translated(f"peek {self.queue_name}"):
-            return bool(await self.queue.peek_messages(max_messages=1))
+        """After the lease is released: does any lane hold work now (a listing, then a peek per lane)?"""
+        await self._list_lanes()
+        return await lane_queues.any_visible(self.s, sorted(self.order.lanes))
+
+    # -- the queue's lanes ------------------------------------------------------------------------------------------
+
+    def _lanes_due(self) -> bool:
+        """List the lanes again at most every LANE_POLL_S, and at most once per LANE_POLL_MESSAGES messages
+        received unless LANE_POLL_MAX_S has passed: at most one transaction per 16 messages (4,000 items) while
+        the drain is fast, at least one a second while it is slow."""
+        since = self.clock() - self._lanes_listed_at
+        received = self.report.messages - self._messages_at_listing
+        return since >= LANE_POLL_S and (received >= LANE_POLL_MESSAGES or since >= LANE_POLL_MAX_S)
+
+    async def _list_lanes_once(self) -> None:
+        """One listing at a time, whichever receiver finds it due; the others go on receiving."""
+        if self._listing is None or self._listing.done():
+            self._listing = asyncio.ensure_future(self._list_lanes())
+            try:
+                await asyncio.shield(self._listing)
+            except StorageError as e:  # best effort: the lanes already known are served meanwhile
+                log.warning("listing the lanes of %s failed; trying again later: %s", self.queue_name, e)
+
+    async def _list_lanes(self) -> None:
+        self._lanes_listed_at = self.clock()
+        self._messages_at_listing = self.report.messages
+        woken = self.order.listed(await lane_queues.listed(self.s, self.queue_name), self.clock())
+        if woken and self.report.messages:
+            log.info("lanes of %s with new work: %s", self.queue_name, ", ".join(woken))
 
     # -- one message, while this drainer holds it ----------------------------------------------------------------
 
@@ -279,7 +323,7 @@ class Drainer:
                 async with item.lock, translated(f"extend visibility of {item.message.id}"):
                     if task.done():
                         continue
-                    updated = await self.queue.update_message(
+                    updated = await item.queue.update_message(
                         item.message, pop_receipt=item.pop_receipt, visibility_timeout=vis
                     )
                     item.message.pop_receipt = updated.pop_receipt

@@ -38,7 +38,7 @@ class Settler:
     def __init__(
         self,
         settings: Settings,
-        queue: QueueClient,
+        queue_name: str,
         poison_queue: QueueClient,
         *,
         batches: ContainerClient,
@@ -47,8 +47,8 @@ class Settler:
         report: DrainReport,
         wakeups: Wakeups,
     ) -> None:
-        self.settings, self.queue, self.poison_queue = settings, queue, poison_queue
-        self.queue_name = queue.queue_name
+        self.settings, self.poison_queue = settings, poison_queue
+        self.queue_name = queue_name  # the partition; a message's own lane is `item.queue`
         self.batches, self.state, self.results = batches, state, results
         self.report, self.wakeups = report, wakeups
         self._random = random.Random()
@@ -62,7 +62,7 @@ class Settler:
         # Only failed items travel on: the common all-ok chunk never needs its items by position.
         by_position = dict(zip(positions, items, strict=True)) if s.poison or s.retry else {}
         if s.poison:
-            await self._send_poison(msg, by_position, s.poison, record.attempt)
+            await self._send_poison(item, msg, by_position, s.poison, record.attempt)
         await self.results.write(record)
         self.report.items_ok += len(record.ok)
         self.report.items_failed += len(record.failed)
@@ -110,13 +110,14 @@ class Settler:
         return envelope.encode_reference(header, blob)
 
     async def _send_poison(
-        self, msg: ChunkMessage, by_position: dict[int, Any], failures: list[Failure], attempt: int
+        self, item: Received, msg: ChunkMessage, by_position: dict[int, Any], failures: list[Failure], attempt: int
     ) -> None:
         header = envelope.retry_header(msg.header, [f.position for f in failures])
         chunk_text = await self._carry_on(msg, header, by_position)
         first = failures[0].reason
         more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
-        info = poison.PoisonInfo(self.queue_name, first + more, len(failures), attempt, utcnow().isoformat())
+        # The lane it came from: a replay puts it back there.
+        info = poison.PoisonInfo(item.queue.queue_name, first + more, len(failures), attempt, utcnow().isoformat())
         await self._park(poison.encode(info, chunk_text), header.batch_id)
         log.warning(
             "poisoned %d item(s) of chunk %d of batch %s to %s: %s",
@@ -125,14 +126,15 @@ class Settler:
 
     async def poison_raw(self, item: Received, reason: str) -> None:
         """A message that cannot be worked at all goes to the poison queue whole, never dropped."""
-        info = poison.PoisonInfo(self.queue_name, reason, 0, int(item.message.dequeue_count or 1), utcnow().isoformat())
+        lane = item.queue.queue_name
+        info = poison.PoisonInfo(lane, reason, 0, int(item.message.dequeue_count or 1), utcnow().isoformat())
         text = poison.encode_raw(info, str(item.message.content))
         if len(text) > QUEUE_MESSAGE_MAX_BYTES:
-            blob = f"poison-raw/{self.queue_name}/{item.message.id}.txt"
+            blob = f"poison-raw/{lane}/{item.message.id}.txt"
             await write_bytes(self.batches, blob, str(item.message.content).encode("utf-8"))
             text = poison.encode_raw(info, json.dumps({"blob": blob}))
         await self._park(text, None)
-        log.warning("message %s of %s moved to the poison queue: %s", item.message.id, self.queue_name, reason)
+        log.warning("message %s of %s moved to the poison queue: %s", item.message.id, lane, reason)
         await self.delete(item)
 
     async def _park(self, text: str, batch_id: str | None) -> None:
@@ -165,20 +167,24 @@ class Settler:
     async def delete(self, item: Received) -> None:
         try:
             async with item.lock, translated(f"delete message {item.message.id}"):
-                await self.queue.delete_message(item.message, pop_receipt=item.pop_receipt)
+                await item.queue.delete_message(item.message, pop_receipt=item.pop_receipt)
         except ResourceMissing:
             # Its visibility ran out and someone else holds it now; they will settle it (idempotently).
-            log.warning("message %s on %s was taken over before it could be deleted", item.message.id, self.queue_name)
+            log.warning(
+                "message %s on %s was taken over before it could be deleted", item.message.id, item.queue.queue_name
+            )
 
     async def update(self, item: Received, text: str, visibility_s: int) -> bool:
         """Rewrite the message and hide it for `visibility_s`; False if someone else holds it now."""
         try:
             async with item.lock, translated(f"update message {item.message.id}"):
-                await self.queue.update_message(
+                await item.queue.update_message(
                     item.message, pop_receipt=item.pop_receipt, content=text, visibility_timeout=visibility_s
                 )
         except ResourceMissing:
-            log.warning("message %s on %s was taken over before it could be updated", item.message.id, self.queue_name)
+            log.warning(
+                "message %s on %s was taken over before it could be updated", item.message.id, item.queue.queue_name
+            )
             return False
         item.visible_at_ms = epoch_ms() + visibility_s * 1000
         self.wakeups.note_visible(item.visible_at_ms)

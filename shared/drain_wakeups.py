@@ -14,8 +14,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
 from azure.storage.blob.aio import ContainerClient
-from azure.storage.queue.aio import QueueClient
 
+from shared import lane_queues
 from shared.drain_report import DrainReport
 from shared.errors import StorageError, TriggerUnavailable
 from shared.events import Reason, TriggerEvent
@@ -24,7 +24,6 @@ from shared.rates import REPORT_FROM_PER_S, RateMeter, advice
 from shared.received import epoch_ms, utcnow
 from shared.runtime import Services
 from shared.scaling import deserves_slot, drainers_for_depth, wakeup_for
-from shared.storage import translated
 
 log = logging.getLogger("shared.drain")  # one logger for the whole engine
 
@@ -45,8 +44,8 @@ class Wakeups:
     ) -> None:
         self.s, self.settings = services, services.settings
         self.queue_name, self.slot, self.report, self.clock = queue_name, slot, report, clock
-        self.queue: QueueClient | None = None
         self.state: ContainerClient | None = None
+        self._lanes: Callable[[], list[str]] = lambda: [queue_name]
         self._scheduled: list[int] = []  # retry-due events scheduled by this drainer (wall clock, ms)
         self._latest_visible_ms = 0  # the latest time any message this drainer hid becomes visible again
         # (sequence number, due on the monotonic clock, due on the wall clock in ms)
@@ -57,8 +56,9 @@ class Wakeups:
         self._rate_written = 0.0
         self._rate_warned = False
 
-    def attach(self, queue: QueueClient, state: ContainerClient) -> None:
-        self.queue, self.state = queue, state
+    def attach(self, state: ContainerClient, lanes: Callable[[], list[str]]) -> None:
+        """`lanes`: the names of the queue's lanes as the drainer knows them now."""
+        self.state, self._lanes = state, lanes
 
     def new_session(self) -> None:
         """A lease tenure starts: the rate is measured from now."""
@@ -124,9 +124,8 @@ class Wakeups:
         )
 
     async def _depth(self) -> int:
-        assert self.queue is not None
-        async with translated(f"depth of {self.queue_name}"):
-            return (await self.queue.get_queue_properties()).approximate_message_count or 0
+        """The backlog of every lane together (one read per lane)."""
+        return sum([await lane_queues.depth(self.s, name) for name in self._lanes()])
 
     # -- the watchdog ----------------------------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """The fallback poller: a low-frequency safety net that finds work no trigger announced.
 
-The timer ticks often, but a queue is looked at only when its back-off says it is due: one depth read.
+The timer ticks often, but a queue is looked at only when its back-off says it is due: one listing of its
+lanes (`shared.lanes`) and one depth read per lane.
 Empty: the interval grows (capped). Work and no drainer: a `fallback` trigger is published, or, if
 Service Bus is unreachable, the queue is drained right here within the tick's budget.
 """
@@ -14,15 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shared import metrics
+from shared import lane_queues, metrics
 from shared.backoff import PollState
 from shared.drain import Drainer
-from shared.errors import ResourceMissing, TriggerUnavailable
+from shared.errors import TriggerUnavailable
 from shared.events import Reason, TriggerEvent
 from shared.fallback_state import to_view
 from shared.leases import active_drainers
 from shared.runtime import Services
-from shared.storage import translated
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,8 @@ async def poll_queue(services: Services, queue: str, deadline: float, clock_ms: 
     state = await store.load(queue, now_ms)
     if not state.is_due(now_ms):
         return PollOutcome(queue, "not-due", None, state)
-    depth = await queue_depth(services, queue)
+    lanes = await lane_queues.depths(services, queue)
+    depth = sum(lanes.values())
     metrics.observe_depth(queue, depth)
     if depth == 0:
         state = store.policy.after_idle(state, now_ms=now_ms, u=random.random())
@@ -64,21 +65,19 @@ async def poll_queue(services: Services, queue: str, deadline: float, clock_ms: 
         metrics.observe_backoff(queue, state.interval_ms / 1000)
         log.info("fallback: %s is empty; next look in %.0f s", queue, (state.next_due_ms - now_ms) / 1000)
         return PollOutcome(queue, "idle", 0, state)
-    action = await act_on_work(services, queue, depth, deadline)
+    action = await act_on_work(services, queue, depth, deadline, [lane.name for lane, n in lanes.items() if n])
     state = store.policy.after_work(state, now_ms=clock_ms(), u=random.random())
     await store.save(queue, state)
     metrics.observe_backoff(queue, state.interval_ms / 1000)
     return PollOutcome(queue, action, depth, state)
 
 
-async def act_on_work(services: Services, queue: str, depth: int, deadline: float) -> str:
+async def act_on_work(services: Services, queue: str, depth: int, deadline: float, lanes: list[str]) -> str:
+    """`lanes`: those of the queue's lanes that hold messages."""
     container = await services.storage.ensure_container(services.settings.state_container)
     if await active_drainers(container, queue):
         return "busy"
-    client = services.storage.queue(queue)
-    async with translated(f"peek {queue}"):
-        visible = bool(await client.peek_messages(max_messages=1))
-    if not visible:
+    if not await lane_queues.any_visible(services, lanes):
         # Messages exist but are invisible: in a retry delay (a retry-due event is scheduled) or in flight.
         return "waiting"
     event = TriggerEvent(services.settings.account_name, queue, Reason.FALLBACK, payload_size=0)
@@ -91,13 +90,3 @@ async def act_on_work(services: Services, queue: str, depth: int, deadline: floa
     budget = max(1.0, deadline - time.monotonic())
     await Drainer(services, queue, reason=Reason.FALLBACK, budget_s=budget).run()
     return "drained"
-
-
-async def queue_depth(services: Services, queue: str) -> int:
-    """Approximate message count, invisible messages included (one transaction); 0 for a missing queue."""
-    try:
-        async with translated(f"depth of {queue}"):
-            properties = await services.storage.queue(queue).get_queue_properties()
-    except ResourceMissing:
-        return 0
-    return int(properties.approximate_message_count or 0)

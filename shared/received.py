@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from azure.storage.queue import QueueMessage
+from azure.storage.queue.aio import QueueClient
 
 
 def utcnow() -> datetime:
@@ -24,6 +25,7 @@ class Received:
     that uses it holds `lock`."""
 
     message: QueueMessage
+    queue: QueueClient  # the lane it was received from: every operation on it goes there
     received_at: float
     visible_at_ms: int = 0  # when it reappears if we do nothing more (wall clock, ms)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)

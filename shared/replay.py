@@ -23,7 +23,7 @@ from typing import Any
 
 from azure.storage.queue import QueueMessage
 
-from shared import envelope, poison, poison_index, results
+from shared import envelope, lane_queues, lanes, poison, poison_index, results
 from shared.errors import (
     MalformedEnvelope,
     NotFound,
@@ -143,7 +143,7 @@ async def replay(
         limit = min(limit, 1 + math.floor(MAX_PACED_REPLAY_S * rate))
     replayed: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
-    touched: set[str] = set()
+    touched: dict[str, str] = {}  # lane: its partition
     state = await services.storage.ensure_container(services.settings.state_container)
     for work_queue in services.settings.partition_queues():
         name = services.settings.poison_queue(work_queue)
@@ -157,16 +157,20 @@ async def replay(
                 skipped.append({**parked.summary(), "why": "not a chunk: inspect it and fix it by hand"})
                 continue
             await pace.next()
+            lane = replay_lane(work_queue, parked.message.info.queue)
             try:
-                why = await _replay_one(services, client, entry, parked)
+                why = await _replay_one(services, client, entry, parked, lane)
             except ReplayConflict as e:
                 why = e.message
             if why is not None:
                 skipped.append({**parked.summary(), "why": why})
                 continue
             replayed.append(parked.summary())
-            touched.add(parked.message.info.queue)
-    await _ring(services, touched)
+            touched[lane] = work_queue
+    # A drainer already at work sees the marks at its next listing; an idle queue gets its event.
+    for lane in sorted(touched):
+        await lane_queues.mark(services, lane)
+    await _ring(services, set(touched.values()))
     log.warning("replayed %d parked chunk(s) (%d skipped)", len(replayed), len(skipped))
     out = {"replayed": len(replayed), "skipped": skipped, "chunks": replayed}
     return out | ({"rate": rate, "limit": limit, "seconds": round(pace.elapsed(), 3)} if rate is not None else {})
@@ -187,14 +191,22 @@ class Pace:
         return time.monotonic() - self.started
 
 
-async def _replay_one(services: Services, client: Any, entry: poison_index.Entry, parked: Parked) -> str | None:
-    """Re-enqueue one parked chunk; None when done, else why it was left parked."""
+def replay_lane(partition: str, source: str) -> str:
+    """Where a chunk parked from `source` goes back to: its own lane when it is one of the partition's (chunks
+    parked before lanes existed name the partition itself)."""
+    return source if lanes.parse(partition, source) is not None else partition
+
+
+async def _replay_one(
+    services: Services, client: Any, entry: poison_index.Entry, parked: Parked, lane: str
+) -> str | None:
+    """Re-enqueue one parked chunk to `lane`; None when done, else why it was left parked."""
     assert parked.message.chunk_text is not None
     chunk = envelope.decode(parked.message.chunk_text)
     if not await _mark_retrying(services, chunk.header):
         return "its items are no longer failed (a later attempt settled them, or it was replayed already)"
-    work = await services.storage.ensure_queue(parked.message.info.queue)
-    async with translated(f"re-enqueue to {parked.message.info.queue}"):
+    work = await services.storage.ensure_queue(lane)
+    async with translated(f"re-enqueue to {lane}"):
         await work.send_message(parked.message.chunk_text, time_to_live=NEVER_EXPIRES)
     try:
         async with translated(f"delete {entry.message_id} from {parked.queue}"):

@@ -8,12 +8,12 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from shared import batch_index, costs, layout, metrics
+from shared import batch_index, costs, lane_queues, layout, metrics
 from shared.activity import ACTIVITY
 from shared.batches import Manifest, is_batch_id
 from shared.errors import NotFound, ResourceMissing
-from shared.fallback import queue_depth
 from shared.fallback_state import to_view
+from shared.lanes import Lane
 from shared.leases import queue_leases
 from shared.progress import batch_progress
 from shared.rates import QUEUE_TARGET_PER_S, advice
@@ -36,7 +36,12 @@ async def read_batch_status(services: Services, batch_id: str) -> dict[str, Any]
         raise NotFound(f"no batch {batch_id}", batch_id=batch_id) from None
     manifest = Manifest.from_json(doc)
     entries = await list_entries(services.storage.container(settings.results_container), batch_id)
-    return batch_status(manifest, entries)
+    status = batch_status(manifest, entries)
+    if status["chunks"]["pending"]:
+        # The backlog its chunks wait in: one read per partition it went to.
+        names = [Lane(q, manifest.tenant, manifest.priority).name for q in manifest.queues]
+        status["lane"]["depth"] = sum([await lane_queues.depth(services, name) for name in names])
+    return status
 
 
 async def read_queue_status(services: Services) -> dict[str, Any]:
@@ -44,20 +49,25 @@ async def read_queue_status(services: Services) -> dict[str, Any]:
     state = await services.storage.ensure_container(settings.state_container)
     now_ms = int(time.time() * 1000)
     partitions = []
+    tenants: dict[str, int] = {}
     count = len(settings.partition_queues())
     for queue in settings.partition_queues():
         backoff = await services.backoff.load(queue, now_ms)
         leases = await queue_leases(state, queue, fresh_s=settings.lease_s)
-        depth, poison_depth = (
-            await queue_depth(services, queue),
-            await queue_depth(services, settings.poison_queue(queue)),
-        )
+        lanes = await lane_queues.depths(services, queue)
+        depth, poison_depth = sum(lanes.values()), await lane_queues.depth(services, settings.poison_queue(queue))
+        for lane, n in lanes.items():
+            tenants[lane.tenant] = tenants.get(lane.tenant, 0) + n
         metrics.observe_depth(queue, depth)
         metrics.observe_depth(queue, poison_depth, kind="poison")
         partitions.append(
             {
                 "queue": queue,
                 "depth": depth,
+                "lanes": [
+                    {"queue": lane.name, "tenant": lane.tenant, "priority": lane.priority, "depth": n}
+                    for lane, n in sorted(lanes.items(), key=lambda pair: pair[0].name)
+                ],
                 "poison_depth": poison_depth,
                 "active_drainers": leases.active,
                 "message_rate_per_s": round(leases.rate_per_s, 1),
@@ -72,6 +82,7 @@ async def read_queue_status(services: Services) -> dict[str, Any]:
         "account": settings.account_name,
         "trigger_queue": settings.trigger_queue,
         "partitions": partitions,
+        "tenants": [{"tenant": t, "depth": n} for t, n in sorted(tenants.items())],
         "storage_transactions": {
             "since": STARTED_AT,
             "total": sum(totals.values()),

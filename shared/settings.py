@@ -15,7 +15,9 @@ from typing import Any
 from urllib.parse import urlparse
 
 from shared.errors import SettingsError
+from shared.lanes import LANE_SUFFIX_MAX
 
+QUEUE_NAME_MAX = 63
 QUEUE_NAME = re.compile(r"^[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]$")
 CONTAINER_NAME = QUEUE_NAME
 SERVICEBUS_ENTITY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,259}$")
@@ -134,8 +136,14 @@ class Settings:
             )
         check_name("TRIGGER_QUEUE", self.trigger_queue, SERVICEBUS_ENTITY)
         check_name("WORK_QUEUE", self.work_queue, QUEUE_NAME)
-        longest = max(self.partition_queues(), key=len) + "-poison"
-        check_name("WORK_QUEUE", longest, QUEUE_NAME)
+        longest = max(self.partition_queues(), key=len)
+        check_name("WORK_QUEUE", longest + "-poison", QUEUE_NAME)
+        if len(longest) + LANE_SUFFIX_MAX > QUEUE_NAME_MAX:
+            raise SettingsError(
+                "WORK_QUEUE",
+                f"{longest!r} leaves no room for a tenant's lane (`<queue>-h-<tenant>`, tenants up to 24 characters): "
+                f"at most {QUEUE_NAME_MAX - LANE_SUFFIX_MAX} characters with its partition number",
+            )
         for variable in ("BATCHES_CONTAINER", "RESULTS_CONTAINER", "STATE_CONTAINER"):
             check_name(variable, getattr(self, variable.lower()), CONTAINER_NAME)
         check_name("HANDLER", self.handler, HANDLER_REF)

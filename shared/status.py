@@ -50,6 +50,8 @@ def batch_status(manifest: Manifest, entries: Iterable[ResultEntry]) -> dict[str
         "submission": "complete" if manifest.state is State.ACCEPTED else "incomplete",
         # Only a deferral is recorded (it costs a write); an accepted batch without one was announced.
         "trigger": manifest.trigger or ("published" if manifest.state is State.ACCEPTED else None),
+        # Its lane (`shared.lanes`); the API adds the lane's depth while chunks are pending.
+        "lane": {"tenant": manifest.tenant, "priority": manifest.priority},
         "items": {
             "total": manifest.items,
             "succeeded": succeeded,

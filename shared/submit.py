@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 
 from azure.storage.blob.aio import ContainerClient
 
-from shared import batch_index, envelope, layout, tracing
+from shared import batch_index, envelope, lane_queues, layout, tracing
 from shared.batches import MAX_IDEMPOTENCY_KEY, Manifest, State, items_digest, new_attempt, new_batch_id
 from shared.chunking import Chunk, partition_of, plan_chunks
 from shared.errors import (
@@ -34,6 +34,7 @@ from shared.errors import (
 )
 from shared.events import Reason, TriggerEvent
 from shared.intake import Intake, Limits, decode_body, possible_size
+from shared.lanes import Lane
 from shared.runtime import Services
 from shared.storage import NEVER_EXPIRES, read_json, translated, write_bytes, write_json
 
@@ -76,9 +77,14 @@ async def submit(
     content_type: str | None,
     content_encoding: str | None,
     idempotency_key: str | None,
+    lane: Lane | None = None,
 ) -> Submitted:
+    """`lane`: the tenant and priority asked for (its partition is ignored: chunks are spread over every one)."""
     with tracing.span("queue_drain.submit", attributes={"http.request.body.size": len(body)}) as current:
-        submitted = await _decode_and_submit(services, body, content_type, content_encoding, idempotency_key)
+        asked = lane or Lane("")
+        submitted = await _decode_and_submit(
+            services, body, content_type, content_encoding, idempotency_key, asked.tenant, asked.priority
+        )
         manifest = submitted.manifest
         current.set_attributes(
             {
@@ -97,6 +103,8 @@ async def _decode_and_submit(
     content_type: str | None,
     content_encoding: str | None,
     idempotency_key: str | None,
+    tenant: str,
+    priority: str,
 ) -> Submitted:
     settings = services.settings
     deadline = asyncio.get_running_loop().time() + settings.submit_deadline_s
@@ -107,11 +115,11 @@ async def _decode_and_submit(
     )
     possible = possible_size(len(body), content_encoding, limits)
     if possible <= THREAD_THRESHOLD_BYTES:
-        return await _submit(services, decode(), key, deadline)
+        return await _submit(services, decode(), key, deadline, tenant, priority)
     # A body that may decode past the threshold is parsed on a thread, item by item: the event loop (other
     # requests, drains) gets the interpreter back every few milliseconds.
     if possible <= LARGE_SUBMIT_BYTES:
-        return await _submit(services, await asyncio.to_thread(decode), key, deadline)
+        return await _submit(services, await asyncio.to_thread(decode), key, deadline, tenant, priority)
     # And only MAX_LARGE_SUBMITS really large ones at once: each may hold 2-3x MAX_BODY_BYTES (the body, its items,
     # and for JSON its text) until its chunks are stored.
     if services.large_submits.locked():
@@ -120,10 +128,12 @@ async def _decode_and_submit(
             limit="MAX_LARGE_SUBMITS",
         )
     async with services.large_submits:
-        return await _submit(services, await asyncio.to_thread(decode), key, deadline)
+        return await _submit(services, await asyncio.to_thread(decode), key, deadline, tenant, priority)
 
 
-async def _submit(services: Services, intake: Intake, key: str | None, deadline: float) -> Submitted:
+async def _submit(
+    services: Services, intake: Intake, key: str | None, deadline: float, tenant: str, priority: str
+) -> Submitted:
     settings = services.settings
     now = datetime.now(timezone.utc)
     batch_id = new_batch_id(key)
@@ -140,7 +150,10 @@ async def _submit(services: Services, intake: Intake, key: str | None, deadline:
         queues=tuple(sorted(set(chunk_queues))),
         digest=items_digest(intake.items),
         created_at=now.isoformat(),
+        tenant=tenant,
+        priority=priority,
     )
+    lanes = [Lane(queue, tenant, priority).name for queue in chunk_queues]
     container = await services.storage.ensure_container(settings.batches_container)
     claimed = await claim(container, manifest)
     if isinstance(claimed, Submitted):
@@ -150,8 +163,10 @@ async def _submit(services: Services, intake: Intake, key: str | None, deadline:
     manifest, etag = claimed
     try:
         async with asyncio.timeout_at(deadline):
-            outgoing = await asyncio.to_thread(prepare, manifest, chunks, chunk_queues, tracing.traceparent())
+            outgoing = await asyncio.to_thread(prepare, manifest, chunks, lanes, tracing.traceparent())
             await store(services, outgoing)
+            # After the messages: a drainer that found a lane empty takes it again when it sees the mark move.
+            await asyncio.gather(*(lane_queues.mark(services, name) for name in sorted(set(lanes))))
     except (TimeoutError, StorageUnavailable) as e:
         await abandon(container, manifest, etag)
         why = "storage failed" if isinstance(e, StorageUnavailable) else "the deadline passed"
@@ -174,8 +189,8 @@ async def _submit(services: Services, intake: Intake, key: str | None, deadline:
     if trigger == "deferred":
         await write_json(container, layout.manifest_blob(batch_id), manifest.to_json(), etag=etag)
     log.info(
-        "batch %s accepted: %d item(s), %d chunk(s) on %s, trigger %s",
-        batch_id, manifest.items, manifest.chunks, ",".join(manifest.queues), trigger,
+        "batch %s accepted: %d item(s), %d chunk(s) on %s (tenant %s, priority %s), trigger %s",
+        batch_id, manifest.items, manifest.chunks, ",".join(manifest.queues), tenant, priority, trigger,
     )  # fmt: skip
     return Submitted(manifest, trigger)
 

@@ -19,9 +19,10 @@ async def test_submit_and_drain_of_a_thousand_items_cost_a_few_transactions_each
         await submit(services, SALES, content_type="application/x-ndjson", content_encoding=None, idempotency_key=None)
     report = await drain_all(services)
 
-    # The manifest (staging, accepted), the batch's index entry, and 2 chunks.
-    assert dict(submitted) == {"blob.PutBlob": 3, "queue.PutMessage": 2}
+    # The manifest (staging, accepted), the batch's index entry, 2 chunks, and the mark on their lane.
+    assert dict(submitted) == {"blob.PutBlob": 3, "queue.PutMessage": 2, "queue.SetQueueMetadata": 1}
     drained = report.transactions
+    assert drained["queue.ListQueues"] == 2  # the lanes, as the session starts and once more after it
     assert drained["queue.DeleteMessage"] == 2
     assert drained["blob.PutBlob"] >= 2  # one result per chunk (+ the lease blob on first use)
     assert drained["queue.GetMessages"] == 2  # one page with both chunks, one empty page

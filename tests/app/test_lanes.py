@@ -1,0 +1,240 @@
+"""Tenants and priority: lanes on the real Azurite, taken in the order `shared.lanes` promises.
+
+Service Bus is the recording publisher (see conftest); the drain engine, the submit path and the API are the
+app's own against real storage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from shared import api, lanes
+from shared.drain import Drainer
+from shared.handlers import ChunkContext
+from shared.lanes import HIGH_BURST, Lane, LaneOrder, Priority
+from shared.reports import read_batch_status, read_queue_status
+from shared.runtime import Services
+from shared.submit import submit
+from tests.app import handlers
+from tests.app.conftest import RecordingPublisher
+
+RECORD = "tests.app.handlers:record"
+
+
+def ndjson(prefix: str, n: int) -> bytes:
+    return "\n".join(json.dumps({"id": f"{prefix}-{i}"}) for i in range(n)).encode()
+
+
+async def submit_to(services: Services, prefix: str, n: int, tenant: str = "default", priority: str = "normal") -> str:
+    done = await submit(
+        services,
+        ndjson(prefix, n),
+        content_type="application/x-ndjson",
+        content_encoding=None,
+        idempotency_key=None,
+        lane=Lane("", tenant, priority),
+    )
+    return done.manifest.batch_id
+
+
+def recording_order() -> list[str]:
+    """Each chunk's batch id as the handler is called, in order."""
+    seen: list[str] = []
+
+    async def hook(context: ChunkContext) -> None:
+        seen.append(context.batch_id)
+
+    handlers.on_chunk.append(hook)
+    return seen
+
+
+# -- the order, pure ------------------------------------------------------------------------------------------------
+
+
+def listing(*found: Lane, stamp: str | None = None) -> dict[str, tuple[Lane, str | None]]:
+    return {lane.name: (lane, stamp) for lane in found}
+
+
+def test_lane_names_parse_back_and_never_claim_another_partitions_queues() -> None:
+    for lane in (
+        Lane("work-1"),
+        Lane("work-1", "acme"),
+        Lane("work-1", "acme", "high"),
+        Lane("work-1", "default", "high"),
+    ):
+        assert lanes.parse("work-1", lane.name) == lane
+    assert Lane("work-1", "acme").name == "work-1-t-acme"
+    assert Lane("work-1", "default", "high").name == "work-1-h-default"
+    for other in ("work-1-poison", "work-10", "work-10-t-acme", "work-1-t-", "work-1-x-acme", "work-1-t-default"):
+        assert lanes.parse("work-1", other) is None, other
+    assert lanes.partition_of("work-10-t-acme", ["work-1", "work-10"]) == "work-10"
+
+
+def test_tenants_take_turns_page_by_page() -> None:
+    order = LaneOrder()
+    order.listed(listing(Lane("q"), Lane("q", "a"), Lane("q", "b")), now=0)
+    taken = [order.next(0) for _ in range(6)]
+    assert taken == ["q", "q-t-a", "q-t-b", "q", "q-t-a", "q-t-b"]
+
+
+def test_high_lanes_go_first_but_a_normal_lane_gets_a_page_after_every_burst() -> None:
+    order = LaneOrder()
+    order.listed(listing(Lane("q"), Lane("q", priority=Priority.HIGH)), now=0)
+    taken = [order.next(0) for _ in range(3 * (HIGH_BURST + 1))]
+    assert taken[:HIGH_BURST] == ["q-h-default"] * HIGH_BURST
+    # The stated bound: among any HIGH_BURST + 1 pages in a row, at least one is the waiting normal lane's.
+    for start in range(len(taken) - HIGH_BURST):
+        assert "q" in taken[start : start + HIGH_BURST + 1]
+    order.emptied("q", now=0)
+    assert [order.next(0) for _ in range(HIGH_BURST + 2)] == ["q-h-default"] * (HIGH_BURST + 2)  # nothing waits
+
+
+def test_an_emptied_lane_waits_for_a_submits_mark_or_its_recheck() -> None:
+    order = LaneOrder(recheck_s=5)
+    order.listed(listing(Lane("q"), Lane("q", "a"), stamp="s1"), now=0)
+    order.emptied("q-t-a", now=1)
+    assert {order.next(1) for _ in range(3)} == {"q"}
+    assert order.listed(listing(Lane("q"), Lane("q", "a"), stamp="s1"), now=2) == []  # no new mark: still empty
+    assert order.listed(listing(Lane("q", "a"), stamp="s2"), now=2) == ["q-t-a"]
+    assert order.next(2) == "q-t-a"
+    order.emptied("q-t-a", now=3)
+    order.emptied("q", now=3)
+    assert order.next(7.9) is None
+    assert {order.next(8), order.next(8)} == {"q", "q-t-a"}
+
+
+# -- on the real stack ----------------------------------------------------------------------------------------------
+
+
+async def test_a_small_tenants_batch_is_taken_before_a_large_backlog_of_another(configure) -> None:
+    services = configure(HANDLER=RECORD, CHUNK_MAX_ITEMS="1", CHUNK_CONCURRENCY="4", RECEIVERS="1")
+    services.publisher = RecordingPublisher()
+    big = await submit_to(services, "a", 200, tenant="acme")
+    small = await submit_to(services, "b", 3, tenant="bolt")
+    seen = recording_order()
+    report = await Drainer(services, services.settings.work_queue).run()
+    assert report.chunks_done == 203
+    first_small = seen.index(small)
+    # Round robin by page: the small batch's page comes right after the first page of the big one, not after
+    # its 200 chunks as in one shared queue (the test of that control is below).
+    assert first_small <= services.settings.receive_batch, (first_small, seen[:40])
+    assert seen.count(big) == 200
+    assert seen.count(small) == 3
+
+
+async def test_in_one_shared_lane_the_small_batch_waits_behind_the_backlog(configure) -> None:
+    """The control: without tenants, the same submits are taken in queue order."""
+    services = configure(HANDLER=RECORD, CHUNK_MAX_ITEMS="1", CHUNK_CONCURRENCY="4", RECEIVERS="1")
+    services.publisher = RecordingPublisher()
+    await submit_to(services, "a", 200)
+    small = await submit_to(services, "b", 3)
+    seen = recording_order()
+    await Drainer(services, services.settings.work_queue).run()
+    assert seen.index(small) > 150
+
+
+async def test_a_tenant_arriving_mid_drain_is_found_by_the_running_drainer(configure) -> None:
+    services = configure(HANDLER=RECORD, CHUNK_MAX_ITEMS="1", CHUNK_CONCURRENCY="2", RECEIVERS="1")
+    services.publisher = RecordingPublisher()
+    await submit_to(services, "a", 300, tenant="acme")
+    seen = recording_order()
+    done_at: dict[str, float] = {}
+
+    async def slow(context: ChunkContext) -> None:
+        await asyncio.sleep(0.01)  # the big tenant's drain lasts a couple of seconds
+        done_at[context.batch_id] = time.monotonic()
+
+    handlers.on_chunk.append(slow)
+    drain = asyncio.create_task(Drainer(services, services.settings.work_queue).run())
+    await asyncio.sleep(0.5)
+    submitted_at = time.monotonic()
+    small = await submit_to(services, "b", 1, tenant="bolt")
+    report = await drain
+    assert report.sessions == 1
+    assert report.chunks_done == 301
+    position = seen.index(small)
+    assert position < len(seen) - 100, f"taken at {position} of {len(seen)}: it waited for the backlog"
+    assert done_at[small] - submitted_at < 1.5
+
+
+async def test_high_priority_chunks_overtake_waiting_normal_ones_without_starving_them(configure) -> None:
+    services = configure(HANDLER=RECORD, CHUNK_MAX_ITEMS="1", CHUNK_CONCURRENCY="1", RECEIVERS="1", RECEIVE_BATCH="4")
+    services.publisher = RecordingPublisher()
+    normal = await submit_to(services, "n", 40)
+    high = await submit_to(services, "h", 40, priority="high")
+    seen = recording_order()
+    await Drainer(services, services.settings.work_queue).run()
+    assert seen[:4] == [high] * 4, seen[:8]
+    page = 4
+    pages = [seen[i : i + page] for i in range(0, len(seen), page)]
+    kinds = ["high" if p[0] == high else "normal" for p in pages]
+    # At most HIGH_BURST high pages in a row while normal work waits: the bound the design states.
+    run = longest = 0
+    for kind in kinds:
+        run = run + 1 if kind == "high" else 0
+        longest = max(longest, run)
+    assert longest == HIGH_BURST, kinds
+    assert seen.index(normal) <= HIGH_BURST * page
+    assert seen.count(high) == 40
+    assert seen.count(normal) == 40
+
+
+async def test_status_and_queues_show_each_tenants_backlog(configure) -> None:
+    services = configure(HANDLER=RECORD, CHUNK_MAX_ITEMS="2")
+    services.publisher = RecordingPublisher()
+    acme = await submit_to(services, "a", 6, tenant="acme")
+    await submit_to(services, "d", 2)
+    await submit_to(services, "h", 4, tenant="acme", priority="high")
+    status = await read_batch_status(services, acme)
+    assert status["lane"] == {"tenant": "acme", "priority": "normal", "depth": 3}
+    view = await read_queue_status(services)
+    assert {t["tenant"]: t["depth"] for t in view["tenants"]} == {"acme": 5, "default": 1}
+    (partition,) = view["partitions"]
+    assert partition["depth"] == 6
+    by_lane = {(lane["tenant"], lane["priority"]): lane["depth"] for lane in partition["lanes"]}
+    assert by_lane == {("acme", "normal"): 3, ("acme", "high"): 2, ("default", "normal"): 1}
+    await Drainer(services, services.settings.work_queue).run()
+    done = await read_batch_status(services, acme)
+    assert done["status"] == "completed"
+    assert "depth" not in done["lane"]
+
+
+@pytest.mark.parametrize(
+    ("headers", "params", "named"),
+    [
+        ({"x-tenant": "Acme"}, {}, "tenant must be"),
+        ({}, {"tenant": "a" * 25}, "tenant must be"),
+        ({"x-tenant": "acme"}, {"tenant": "bolt"}, "disagree"),
+        ({"x-priority": "urgent"}, {}, "priority must be"),
+    ],
+)
+async def test_a_bad_tenant_or_priority_is_a_json_400_and_nothing_is_stored(configure, headers, params, named) -> None:
+    services = configure(HANDLER=RECORD)
+    services.publisher = RecordingPublisher()
+    answer = await api.submit_batch(ndjson("x", 2), {"content-type": "application/x-ndjson", **headers}, params)
+    assert answer.status == 400
+    assert named in answer.body["error"]["message"]
+    view = await read_queue_status(services)
+    assert view["partitions"][0]["depth"] == 0
+    assert services.publisher.events == []
+
+
+async def test_a_tenant_given_as_header_or_query_reaches_its_lane(configure) -> None:
+    services = configure(HANDLER=RECORD)
+    services.publisher = RecordingPublisher()
+    by_header = await api.submit_batch(
+        ndjson("x", 2), {"content-type": "application/x-ndjson", "x-tenant": "acme", "x-priority": "high"}, {}
+    )
+    by_query = await api.submit_batch(ndjson("y", 2), {"content-type": "application/x-ndjson"}, {"tenant": "bolt"})
+    assert (by_header.status, by_query.status) == (202, 202)
+    assert (by_header.body["tenant"], by_header.body["priority"]) == ("acme", "high")
+    assert (by_query.body["tenant"], by_query.body["priority"]) == ("bolt", "normal")
+    lanes_seen = {
+        lane["queue"]: lane["depth"] for lane in (await read_queue_status(services))["partitions"][0]["lanes"]
+    }
+    work = services.settings.work_queue
+    assert lanes_seen == {work: 0, f"{work}-h-acme": 1, f"{work}-t-bolt": 1}
