@@ -104,6 +104,11 @@ def shipped_policy() -> PollPolicy:
     )
 
 
+# A look at an idle partition (shared.fallback.poll_queue): one listing of its lanes and one depth read per lane;
+# an app that never names a tenant or a priority has one lane per partition.
+LOOK_READS = 2
+
+
 def fallback_looks(policy: PollPolicy, tick_s: float, seed: int) -> tuple[int, int]:
     """(depth reads, state writes) of one idle queue over a day, the fallback's real policy ticked every `tick_s`.
     The state blob is written when a look changes the interval (fallback.poll_queue saves after every look; the
@@ -133,7 +138,7 @@ def app_day(plan: Plan, queues: int, tick_s: float, costs: HostCosts, policy: Po
         starts, alive_s = ticks, ticks * costs.linger_s
     return Day(
         {
-            "fallback looks": queues * (reads + writes),
+            "fallback looks": queues * (reads * LOOK_READS + writes),
             # A fresh instance creates the state container if missing and reads each queue's back-off state once.
             "fresh-instance reads": starts * (1 + queues),
             "primary-host lock": starts + math.floor(alive_s / costs.host_lock_renew_s),

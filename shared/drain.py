@@ -34,6 +34,7 @@ from shared.errors import MalformedEnvelope, Overloaded, ResourceMissing, Storag
 from shared.events import Reason, TriggerEvent
 from shared.lanes import Lane, LaneOrder
 from shared.leases import DrainLease
+from shared.limits import HandlerLimits
 from shared.received import Received, epoch_ms, utcnow
 from shared.result_store import ResultWriter
 from shared.runtime import Services
@@ -169,11 +170,14 @@ class Drainer:
                 self.report.outcome = "lease-taken"
             return None
         self.report.sessions += 1
+        await self._limit(lease)
         # Scheduled alongside the first receive, not before it: a Service Bus round trip off the wake-up path.
         watchdog = asyncio.create_task(self.wakeups.schedule_watchdog(), name=f"watchdog {self.queue_name}/{self.slot}")
         try:
             more = await self._drain(lease)
         finally:
+            if self.chunks.limits is not None:
+                await self.chunks.limits.release()
             await lease.release()
             if not lease.released:
                 self._lease_held_until = lease.expires_at + timedelta(milliseconds=WAKE_MARGIN_MS)
@@ -205,6 +209,20 @@ class Drainer:
             await asyncio.gather(*self._receivers, return_exceptions=True)
             await self.results.cancel()
         return more
+
+    async def _limit(self, lease: DrainLease) -> None:
+        """This session's share of HANDLER_ITEMS_PER_S and HANDLER_MAX_IN_FLIGHT (`shared.limits`), if set."""
+        settings = self.settings
+        limits = HandlerLimits(
+            self.state,
+            lease.blob_name,
+            items_per_s=settings.handler_items_per_s or None,
+            in_flight=settings.handler_max_in_flight or None,
+            clock=self.clock,
+        )
+        if limits.active:
+            await limits.count()
+            self.chunks.limits = limits
 
     def _spawn_receiver(self, lease: DrainLease) -> None:
         n = len(self._receivers)
@@ -251,8 +269,13 @@ class Drainer:
     async def _receive(self, lane: str) -> list[Received]:
         queue = self.s.storage.queue(lane)
         async with translated(f"receive from {lane}"):
+            most = self.settings.receive_batch
+            if self.chunks.limits is not None:
+                most = self.chunks.limits.page_size(
+                    most, self.settings.visibility_timeout_s, self.settings.chunk_max_items
+                )
             pager = queue.receive_messages(
-                messages_per_page=self.settings.receive_batch,
+                messages_per_page=most,
                 visibility_timeout=self.settings.visibility_timeout_s,
             ).by_page()
             try:

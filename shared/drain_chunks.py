@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +20,7 @@ from shared.batches import Admission, Manifest, admit
 from shared.envelope import ChunkHeader, ChunkMessage
 from shared.errors import HandlerError, MalformedEnvelope, Overloaded, ResourceMissing
 from shared.handlers import ChunkContext, ChunkResult, ItemOutcome, checked, is_async
+from shared.limits import HandlerLimits
 from shared.received import Received, utcnow
 from shared.runtime import Services
 from shared.settlement import Settlement, settle
@@ -37,6 +39,7 @@ class ChunkWork:
         self.queue = queue  # for the metrics' attributes
         self._manifest_reads: dict[str, asyncio.Future[Manifest]] = {}
         self._linked: set[str] = set()  # batches the drain session's span links to
+        self.limits: HandlerLimits | None = None  # the session's share of the app-wide handler limits
 
     async def admission(self, header: ChunkHeader) -> Admission:
         committed = self.s.committed.get(header.batch_id, now=self.clock())
@@ -82,7 +85,8 @@ class ChunkWork:
         ):
             items, positions = await self._load_items(msg)
             context = ChunkContext(header.batch_id, header.chunk, attempt, self.settings)
-            result = await self._run_handler(items, context)
+            async with self.limits.admit(len(items)) if self.limits is not None else nullcontext():
+                result = await self._run_handler(items, context)
             settlement = settle(
                 batch_id=header.batch_id,
                 chunk=header.chunk,

@@ -25,7 +25,8 @@ class DrainLease:
 
     def __init__(self, container: ContainerClient, queue: str, slot: int, *, lease_s: int) -> None:
         self.queue, self.slot, self.lease_s = queue, slot, lease_s
-        self._blob = container.get_blob_client(layout.lease_blob(queue, slot))
+        self.blob_name = layout.lease_blob(queue, slot)
+        self._blob = container.get_blob_client(self.blob_name)
         self._lease: BlobLeaseClient | None = None
         self._renewer: asyncio.Task[None] | None = None
         self.lost = asyncio.Event()

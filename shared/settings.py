@@ -114,6 +114,9 @@ class Settings:
     # (`make run` sets it); about this many bytes are kept, plus the previous file (shared.telemetry).
     traces_file: str = field(default="", metadata=env("TRACES_FILE"))
     traces_file_max_bytes: int = field(default=50 * 2**20, metadata=env("TRACES_FILE_MAX_BYTES", minimum=4096))
+    # Handler limits for the whole app, every drainer on every instance together (0: none; shared.limits).
+    handler_items_per_s: float = field(default=0.0, metadata=env("HANDLER_ITEMS_PER_S", minimum=0))
+    handler_max_in_flight: int = field(default=0, metadata=env("HANDLER_MAX_IN_FLIGHT", minimum=0))
     # fallback poller
     backoff_floor_ms: int = field(default=60_000, metadata=env("BACKOFF_FLOOR_MS", minimum=100))
     backoff_ceiling_ms: int = field(default=1_800_000, metadata=env("BACKOFF_CEILING_MS", minimum=100))

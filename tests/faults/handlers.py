@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -50,3 +51,17 @@ async def record(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
     note([str(item["id"]) for item in items])
     await asyncio.sleep(float(os.environ.get("FAULT_CHUNK_DELAY_S", "0")))
     return ChunkResult([outcome(item, context.attempt) for item in items])
+
+
+async def timed(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
+    """`record`, and each chunk's start and end (monotonic clock, shared by the processes of one machine) and
+    its item count in `$FAULT_LOG_DIR/<pid>.times`, so a test can measure rate and concurrency across hosts."""
+    started = time.monotonic()
+    result = await record(items, context)
+    line = f"{started:.6f} {time.monotonic():.6f} {len(items)}\n"
+    fd = os.open(log_path().with_suffix(".times"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+    return result
