@@ -73,6 +73,12 @@ async def poison_replay(req: func.HttpRequest) -> func.HttpResponse:
     return http_response(await api.poison_replay(req.get_body()))
 
 
+@app.function_name("replay_status")
+@app.route(route="poison/replay/{job_id}", methods=["GET"])
+async def replay_status(req: func.HttpRequest) -> func.HttpResponse:
+    return http_response(await api.replay_status(req.route_params.get("job_id", "")))
+
+
 @app.function_name("dashboard")
 @app.route(route="dashboard", methods=["GET"])
 async def dashboard(req: func.HttpRequest) -> func.HttpResponse:

@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from shared import intake, lanes, metering, replay, reports
+from shared import intake, lanes, metering, replay, replay_jobs, reports
 from shared.errors import LimitExceeded, MalformedRequest, RequestError, StorageError, StorageUnavailable
 from shared.intake import Limits
 from shared.lanes import Lane
@@ -185,8 +185,10 @@ def replay_request(body: bytes, limits: Limits) -> dict[str, Any]:
         raise MalformedRequest(f"body is not valid JSON: not UTF-8 (byte {e.start})") from None
     intake.check_depth(text, limits)
     doc = intake.loads(text, "body")
-    if not isinstance(doc, dict) or set(doc) - {"batch_id", "message_ids", "limit", "rate"}:
-        raise MalformedRequest('body must be an object with optional "batch_id", "message_ids", "limit", "rate"')
+    if not isinstance(doc, dict) or set(doc) - {"batch_id", "message_ids", "limit", "rate", "background"}:
+        raise MalformedRequest(
+            'body must be an object with optional "batch_id", "message_ids", "limit", "rate", "background"'
+        )
     out: dict[str, Any] = {}
     if doc.get("batch_id") is not None:
         if not isinstance(doc["batch_id"], str):
@@ -204,6 +206,10 @@ def replay_request(body: bytes, limits: Limits) -> dict[str, Any]:
         out["limit"] = limit
     if doc.get("rate") is not None:
         out["rate"] = replay_rate(doc["rate"])
+    if doc.get("background") is not None:
+        if not isinstance(doc["background"], bool):
+            raise MalformedRequest('"background" must be true or false')
+        out["background"] = doc["background"]
     return out
 
 
@@ -218,9 +224,19 @@ async def poison_replay(body: bytes) -> ApiResponse:
     async def call() -> ApiResponse:
         found = services()
         request = replay_request(body, intake.Limits.from_settings(found.settings))
+        if request.pop("background", False):
+            job = await replay_jobs.start(found, **request)
+            return ApiResponse(202, job.view(), {"Location": replay_jobs.status_url(job.job_id)})
         return ApiResponse(200, await replay.replay(found, **request))
 
     return await answer(call)
+
+
+async def replay_status(job_id: str) -> ApiResponse:
+    async def call() -> ApiResponse:
+        return ApiResponse(200, await replay_jobs.status(services(), job_id))
+
+    return await read(call)
 
 
 @cache

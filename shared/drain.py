@@ -32,6 +32,7 @@ from shared.drain_wakeups import SCALE_CHECK_S, WAKE_MARGIN_MS, Wakeups
 from shared.envelope import ChunkMessage
 from shared.errors import MalformedEnvelope, Overloaded, ResourceMissing, StorageError, TriggerUnavailable
 from shared.events import Reason, TriggerEvent
+from shared.fair_slots import FairSlots
 from shared.lanes import Lane, LaneOrder
 from shared.leases import DrainLease
 from shared.limits import HandlerLimits
@@ -49,7 +50,7 @@ OVERLOAD_FIRST_S = 1.0  # the first pause when the handler says its downstream i
 OVERLOAD_MAX_S = 60.0  # the longest pause (and the longest Retry-After honoured)
 PAUSE_MARGIN_S = 0.05  # after a pause, the chunks put back for it are visible again
 LANE_POLL_S = 0.1  # while draining, the lanes are listed again at most this often (a new tenant's wait) ...
-LANE_POLL_MESSAGES = 16  # ... and at most once per this many messages received ...
+LANE_POLL_MESSAGES = 8  # ... and at most once per this many messages received ...
 LANE_POLL_MAX_S = 1.0  # ... unless this long has passed
 
 
@@ -83,6 +84,8 @@ class Drainer:
         self._lanes_listed_at = -math.inf
         self._messages_at_listing = 0
         self._listing: asyncio.Task[None] | None = None
+        self._lease: DrainLease | None = None  # while a session's receivers run
+        self._receivers: set[asyncio.Task[str]] = set()
 
     # -- the session -----------------------------------------------------------------------------------------
 
@@ -188,10 +191,13 @@ class Drainer:
 
     async def _drain(self, lease: DrainLease) -> bool:
         """Receivers start at one and grow (up to RECEIVERS) while pages come back full."""
-        self._slots = asyncio.Semaphore(self.settings.chunk_concurrency)
-        self._receivers: set[asyncio.Task[str]] = set()
+        self._slots = FairSlots(self.settings.chunk_concurrency, self.queue_name)
+        self._receivers = set()
+        self.order.wake_all()
         await self._list_lanes_once()
+        self._lease = lease
         self._spawn_receiver(lease)
+        watcher = asyncio.create_task(self._watch_lanes(), name=f"lanes {self.queue_name}/{self.slot}")
         more = False
         try:
             while self._receivers:
@@ -204,9 +210,11 @@ class Drainer:
                         self._storage_failed = True
         finally:
             # Cancelled (the function timed out) or failed: no receiver may outlive the session and its lease.
+            watcher.cancel()
             for task in self._receivers:
                 task.cancel()
-            await asyncio.gather(*self._receivers, return_exceptions=True)
+            await asyncio.gather(watcher, *self._receivers, return_exceptions=True)
+            self._lease = None
             await self.results.cancel()
         return more
 
@@ -235,8 +243,6 @@ class Drainer:
         while True:
             if self._out_of_time() or lease.lost.is_set():
                 return "more"
-            if self._lanes_due():
-                await self._list_lanes_once()
             lane = self.order.next(self.clock())
             if lane is None:
                 return "empty"  # every lane came back empty (each is looked at again by the session's end)
@@ -296,11 +302,19 @@ class Drainer:
 
     def _lanes_due(self) -> bool:
         """List the lanes again at most every LANE_POLL_S, and at most once per LANE_POLL_MESSAGES messages
-        received unless LANE_POLL_MAX_S has passed: at most one transaction per 16 messages (4,000 items) while
-        the drain is fast, at least one a second while it is slow."""
+        received unless LANE_POLL_MAX_S has passed: at most one transaction per 8 messages (2,000 items at the
+        default chunk size) while the drain is fast, at least one a second while it is slow."""
         since = self.clock() - self._lanes_listed_at
         received = self.report.messages - self._messages_at_listing
         return since >= LANE_POLL_S and (received >= LANE_POLL_MESSAGES or since >= LANE_POLL_MAX_S)
+
+    async def _watch_lanes(self) -> None:
+        """While the receivers work, list the lanes whenever that is due (`_lanes_due`): a new tenant's batch is
+        found within about LANE_POLL_S, however long the receivers' pages take."""
+        while True:
+            await asyncio.sleep(LANE_POLL_S)
+            if self._lanes_due():
+                await self._list_lanes_once()
 
     async def _list_lanes_once(self) -> None:
         """One listing at a time, whichever receiver finds it due; the others go on receiving."""
@@ -314,9 +328,33 @@ class Drainer:
     async def _list_lanes(self) -> None:
         self._lanes_listed_at = self.clock()
         self._messages_at_listing = self.report.messages
-        woken = self.order.listed(await lane_queues.listed(self.s, self.queue_name), self.clock())
-        if woken and self.report.messages:
+        lease, mid_drain = self._lease, self._lease is not None and self.report.messages > 0
+        woken = self.order.listed(await lane_queues.listed(self.s, self.queue_name), self.clock(), mid_drain=mid_drain)
+        if woken and mid_drain and lease is not None:
             log.info("lanes of %s with new work: %s", self.queue_name, ", ".join(woken))
+            for lane in woken:  # now, not after the pages every receiver has in hand
+                task = asyncio.create_task(self._express(lease, lane), name=f"express {lane}/{self.slot}")
+                self._receivers.add(task)
+
+    async def _express(self, lease: DrainLease, lane: str) -> str:
+        """One page from a lane a listing found with new work while the receivers are busy with their pages: a
+        small tenant's batch waits for a listing, not for the pages another tenant's receivers hold."""
+        if self._out_of_time() or lease.lost.is_set() or self._paused_until > self.clock():
+            return "more"
+        try:
+            page = await self._receive(lane)
+        except StorageError as e:
+            log.warning("receiving from %s failed: %s", lane, e)
+            return "more"
+        full = len(page) == self.settings.receive_batch
+        if not full:  # it held less than a page: the receivers need not look until its next mark
+            self.order.emptied(lane, self.clock())
+        if not page:
+            return "empty"
+        self.report.messages += len(page)
+        self.wakeups.meter.add(len(page))
+        await asyncio.gather(*(self._handle(item) for item in page))
+        return "more" if full else "empty"
 
     # -- one message, while this drainer holds it ----------------------------------------------------------------
 
@@ -362,7 +400,7 @@ class Drainer:
     async def _process(self, item: Received) -> None:
         """Decode, admit and run the handler holding a slot (CHUNK_CONCURRENCY); settle after releasing it,
         so storage round trips never keep another chunk from its handler."""
-        async with self._slots:
+        async with self._slots.place(item.queue.queue_name):
             worked = await self._admit_and_work(item)
         if worked is not None:
             await self.settler.settle(item, *worked)
@@ -434,6 +472,8 @@ async def drain_event(services: Services, event: TriggerEvent, trace: str | None
         raise MalformedEvent(f"event names account {event.account!r}, not {services.settings.account_name!r}")
     if event.slot >= services.settings.max_drainers_per_queue:
         raise MalformedEvent(f"event asks for slot {event.slot}, beyond MAX_DRAINERS_PER_QUEUE")
+    if event.reason is Reason.REPLAY_STEP:
+        return await replay_step(services, event)
     try:
         return await Drainer(services, event.queue, slot=event.slot, reason=event.reason, trace=trace).run()
     except StorageError as e:
@@ -445,3 +485,21 @@ async def drain_event(services: Services, event: TriggerEvent, trace: str | None
         except TriggerUnavailable:
             raise e from None  # neither service answers: let Service Bus redeliver this event
         return DrainReport(event.queue, event.slot, event.reason.value, outcome="storage-failed")
+
+
+async def replay_step(services: Services, event: TriggerEvent) -> DrainReport:
+    """A background replay's next step (`shared.replay_jobs`): served by the drain function, not a drain."""
+    from shared import replay_jobs
+    from shared.errors import MalformedEvent, NotFound
+
+    if event.job is None or not replay_jobs.is_job_id(event.job):
+        raise MalformedEvent("a replay-step event must name its job (32 lowercase hex digits)")
+    report = DrainReport(event.queue, event.slot, event.reason.value, outcome="replay-step")
+    try:
+        done = await replay_jobs.step(services, event.job)
+    except NotFound:
+        log.warning("replay-step event for job %s, which does not exist; ignored", event.job)
+        report.outcome = "replay-job-missing"
+        return report
+    report.outcome = "replay-step" if done is not None else "replay-step-skipped"
+    return report

@@ -1,7 +1,7 @@
 """Trigger events: the Service Bus doorbell that says which storage queue has work (pure).
 
 Service Bus only rings; the work itself lives in the storage queue. Body (JSON):
-    {"account", "queue", "reason", "payload_size", "batch_id"?, "slot"?}
+    {"account", "queue", "reason", "payload_size", "batch_id"?, "slot"?, "job"?}
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ class Reason(str, Enum):
     SCALE_OUT = "scale-out"  # a deep queue recruits another drainer (slot given)
     FALLBACK = "fallback"  # the timer found work that no event announced
     REPLAY = "replay"  # an operator put parked chunks back on the queue
+    REPLAY_STEP = "replay-step"  # the next step of a background replay job (`job` names it)
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class TriggerEvent:
     payload_size: int = 0
     batch_id: str | None = None
     slot: int = 0  # which drain lease slot the event asks for (scale-out recruits slots 1..N-1)
+    job: str | None = None  # the background replay job a `replay-step` event advances
 
     def encode(self) -> bytes:
         body: dict[str, Any] = {
@@ -47,6 +49,8 @@ class TriggerEvent:
             body["batch_id"] = self.batch_id
         if self.slot:
             body["slot"] = self.slot
+        if self.job is not None:
+            body["job"] = self.job
         return json.dumps(body, separators=(",", ":")).encode("utf-8")
 
     @classmethod
@@ -66,6 +70,7 @@ class TriggerEvent:
             payload_size=_count(doc, "payload_size"),
             batch_id=_optional_text(doc, "batch_id"),
             slot=_count(doc, "slot"),
+            job=_optional_text(doc, "job"),
         )
 
 

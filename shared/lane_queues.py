@@ -2,8 +2,8 @@
 
 A lane's queue is created by the first submit to it and never deleted (a deleted queue's name cannot be
 reused for a while, and a drainer may be receiving from it). Every submit marks each lane it wrote to (queue
-metadata, one transaction per lane and batch) after its messages are stored, so a drainer that found the lane
-empty sees the mark move at its next listing and takes it again.
+metadata, one transaction per lane and batch) after its commit, so a drainer that found the lane empty sees the
+mark move at its next listing and takes it again.
 """
 
 from __future__ import annotations

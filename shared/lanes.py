@@ -108,24 +108,32 @@ class LaneOrder:
     _last: dict[str, str] = field(default_factory=dict)  # per priority: the lane that had the last turn
     _high_run: int = 0
 
-    def listed(self, found: dict[str, tuple[Lane, str | None]], now: float) -> list[str]:
+    def listed(self, found: dict[str, tuple[Lane, str | None]], now: float, *, mid_drain: bool = False) -> list[str]:
         """The lanes a listing found (name: (lane, stamp)): new ones, and known ones whose stamp moved (a submit
-        since), are due now. Answers the names that became due."""
+        since), are due now. Answers the names that became due. `mid_drain`: a new lane without a mark yet is
+        a submit still storing (its chunks would only be put back until it commits): due once marked, or after
+        `recheck_s`."""
         woken = []
         for name, (lane, stamp) in found.items():
             state = self.lanes.get(name)
             if state is None:
-                self.lanes[name] = LaneState(lane, stamp, 0.0)
-                woken.append(name)
-            elif stamp != state.stamp:
-                state.stamp = stamp
-                if state.due_at > now:
-                    state.due_at = 0.0
+                waits = mid_drain and stamp is None and name != lane.partition
+                self.lanes[name] = LaneState(lane, stamp, now + self.recheck_s if waits else 0.0)
+                if not waits:
                     woken.append(name)
+            elif stamp != state.stamp:  # a submit since the last listing, whether or not the lane was due
+                state.stamp = stamp
+                state.due_at = 0.0
+                woken.append(name)
         return woken
 
     def add(self, lane: Lane) -> None:
         self.lanes.setdefault(lane.name, LaneState(lane))
+
+    def wake_all(self) -> None:
+        """A session starts: every lane is looked at."""
+        for state in self.lanes.values():
+            state.due_at = 0.0
 
     def _due(self, priority: str, now: float) -> list[str]:
         return sorted(n for n, s in self.lanes.items() if s.lane.priority == priority and s.due_at <= now)

@@ -76,15 +76,22 @@ async def get(container: ContainerClient, poison_queue: str, message_id: str) ->
 
 
 async def find(
-    container: ContainerClient, poison_queue: str, *, batch_id: str | None, message_ids: set[str] | None, limit: int
+    container: ContainerClient,
+    poison_queue: str,
+    *,
+    batch_id: str | None,
+    message_ids: set[str] | None,
+    limit: int,
+    exclude: frozenset[str] = frozenset(),
 ) -> list[Entry]:
-    """The entries of one poison queue matching the batch and/or ids (all when neither), oldest first."""
+    """The entries of one poison queue matching the batch and/or ids (all when neither), oldest first; never
+    those in `exclude` (a background replay's chunks it already left parked)."""
     prefix = layout.poison_index_prefix(poison_queue)
     names: list[str] = []
     async with translated(f"list parked chunks of {poison_queue}"):
         async for blob in container.list_blobs(name_starts_with=prefix, include=["metadata"]):
             message_id = blob.name[len(prefix) :].removesuffix(".json")
-            if message_ids is not None and message_id not in message_ids:
+            if (message_ids is not None and message_id not in message_ids) or message_id in exclude:
                 continue
             if batch_id is not None and (blob.metadata or {}).get("batch_id") != batch_id:
                 continue

@@ -134,13 +134,15 @@ async def replay(
     message_ids: set[str] | None = None,
     limit: int = DEFAULT_LIMIT,
     rate: float | None = None,
+    exclude: frozenset[str] = frozenset(),
+    window_s: float = MAX_PACED_REPLAY_S,
 ) -> dict[str, Any]:
     """Replay parked chunks matching `batch_id` and/or `message_ids` (all, when neither is given); with `rate`,
     at most that many chunks per second, so a fixed downstream is not hit by the whole backlog at once, and no
     more than that pace allows in MAX_PACED_REPLAY_S (the answer's `limit`; call again for the rest)."""
     pace = Pace(rate)
     if rate is not None:  # what fits in one answer at this pace; the caller calls again for the rest
-        limit = min(limit, 1 + math.floor(MAX_PACED_REPLAY_S * rate))
+        limit = min(limit, 1 + math.floor(window_s * rate))
     replayed: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
     touched: dict[str, str] = {}  # lane: its partition
@@ -151,7 +153,10 @@ async def replay(
         left = limit - len(replayed)
         if left <= 0:
             break
-        for entry in await poison_index.find(state, name, batch_id=batch_id, message_ids=message_ids, limit=left):
+        found = await poison_index.find(
+            state, name, batch_id=batch_id, message_ids=message_ids, limit=left, exclude=exclude
+        )
+        for entry in found:
             parked = from_entry(entry)
             if parked.message.chunk_text is None:
                 skipped.append({**parked.summary(), "why": "not a chunk: inspect it and fix it by hand"})

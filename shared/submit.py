@@ -165,8 +165,6 @@ async def _submit(
         async with asyncio.timeout_at(deadline):
             outgoing = await asyncio.to_thread(prepare, manifest, chunks, lanes, tracing.traceparent())
             await store(services, outgoing)
-            # After the messages: a drainer that found a lane empty takes it again when it sees the mark move.
-            await asyncio.gather(*(lane_queues.mark(services, name) for name in sorted(set(lanes))))
     except (TimeoutError, StorageUnavailable) as e:
         await abandon(container, manifest, etag)
         why = "storage failed" if isinstance(e, StorageUnavailable) else "the deadline passed"
@@ -183,6 +181,7 @@ async def _submit(
     except PreconditionFailed:
         raise IdempotencyConflict("a concurrent request with the same Idempotency-Key took this batch over") from None
     await batch_index.record(container, manifest.accepted(accepted_at))
+    await mark_lanes(services, sorted(set(lanes)))
     trigger = await ring(services, manifest, intake.encoded_bytes)
     manifest = manifest.accepted(accepted_at, trigger)
     # Only a deferral costs a second write; a manifest without `trigger` was announced.
@@ -193,6 +192,16 @@ async def _submit(
         batch_id, manifest.items, manifest.chunks, ",".join(manifest.queues), tenant, priority, trigger,
     )  # fmt: skip
     return Submitted(manifest, trigger)
+
+
+async def mark_lanes(services: Services, lanes: Sequence[str]) -> None:
+    """After the commit (a chunk taken before it would only be put back): a drainer that found a lane empty
+    takes it again when it sees the mark move. Best effort: without it, the drainer looks again within 5 s
+    (`shared.lanes.EMPTY_RECHECK_S`), and the doorbell covers an idle queue."""
+    try:
+        await asyncio.gather(*(lane_queues.mark(services, name) for name in lanes))
+    except StorageError as e:
+        log.warning("could not mark lanes %s: %s", ",".join(lanes), e)
 
 
 async def claim(container: ContainerClient, manifest: Manifest) -> tuple[Manifest, str] | Submitted:

@@ -55,7 +55,7 @@ def recording_order() -> list[str]:
 # -- the order, pure ------------------------------------------------------------------------------------------------
 
 
-def listing(*found: Lane, stamp: str | None = None) -> dict[str, tuple[Lane, str | None]]:
+def listing(*found: Lane, stamp: str | None = "s0") -> dict[str, tuple[Lane, str | None]]:
     return {lane.name: (lane, stamp) for lane in found}
 
 
@@ -105,6 +105,16 @@ def test_an_emptied_lane_waits_for_a_submits_mark_or_its_recheck() -> None:
     order.emptied("q", now=3)
     assert order.next(7.9) is None
     assert {order.next(8), order.next(8)} == {"q", "q-t-a"}
+
+
+def test_mid_drain_a_new_lane_waits_for_its_submits_mark() -> None:
+    order = LaneOrder(recheck_s=5)
+    order.listed(listing(Lane("q")), now=0)
+    assert order.listed(listing(Lane("q")) | listing(Lane("q", "b"), stamp=None), now=1, mid_drain=True) == []
+    assert order.next(1) == "q"
+    assert order.next(1) == "q"  # b's submit has not committed: its chunks would only be put back
+    assert order.listed(listing(Lane("q", "b"), stamp="m1"), now=2, mid_drain=True) == ["q-t-b"]
+    assert order.next(2) == "q-t-b"
 
 
 # -- on the real stack ----------------------------------------------------------------------------------------------

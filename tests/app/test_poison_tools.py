@@ -181,3 +181,89 @@ async def test_a_paced_replay_spaces_its_chunks_and_takes_what_its_pace_allows_i
     slow = json.dumps({"rate": 0.01}).encode()
     code, some = await call(app_functions, "poison_replay", http_request("POST", "/api/poison/replay", body=slow))
     assert (code, some["replayed"], some["limit"]) == (200, 1, 1), some
+
+
+async def test_a_background_replay_runs_in_paced_steps_with_its_progress_in_its_status(
+    configure, app_functions, monkeypatch
+):
+    from shared import replay_jobs
+    from shared.drain import drain_event
+    from shared.events import Reason
+
+    monkeypatch.setattr(replay_jobs, "STEP_S", 0.5)  # at 2 chunks/s: 2 chunks a step, so 3 take two steps
+    publisher = RecordingPublisher()
+    services = configure(
+        publisher=publisher, HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1", CHUNK_MAX_ITEMS="1"
+    )
+    done = await submit(
+        services, SALES, content_type="application/x-ndjson", content_encoding=None, idempotency_key=None
+    )
+    await drain_all(services)
+    assert (await read_batch_status(services, done.manifest.batch_id))["items"]["failed"] == 3
+
+    bad = json.dumps({"background": "yes"}).encode()
+    code, refused = await call(app_functions, "poison_replay", http_request("POST", "/api/poison/replay", body=bad))
+    assert code == 400, refused
+    assert "background" in refused["error"]["message"]
+
+    services.handler = handlers.record  # the cause is fixed
+    body = json.dumps({"batch_id": done.manifest.batch_id, "rate": 2, "background": True}).encode()
+    response = await app_functions["poison_replay"](http_request("POST", "/api/poison/replay", body=body))
+    started = json.loads(response.get_body())
+    assert response.status_code == 202, started
+    job_id = started["job_id"]
+    assert response.headers["Location"] == f"/api/poison/replay/{job_id}"
+    assert (started["state"], started["replayed"], started["steps"]) == ("running", 0, 0)
+
+    def steps_published() -> list[Any]:
+        return [e for e, _ in publisher.events if e.reason is Reason.REPLAY_STEP and e.job == job_id]
+
+    served = 0
+    while served < len(steps_published()):  # what the drain function does with each step event
+        report = await drain_event(services, steps_published()[served])
+        assert report.outcome == "replay-step"
+        served += 1
+        code, status = await call(
+            app_functions, "replay_status", http_request("GET", f"/api/poison/replay/{job_id}", job_id=job_id)
+        )
+        assert code == 200
+        if served == 1:
+            assert (status["state"], status["replayed"], status["steps"]) == ("running", 2, 1), status
+    assert (status["state"], status["replayed"], status["skipped"], status["steps"]) == ("done", 3, 0, 2), status
+    assert status["finished_at"] is not None
+    assert served == 2, "no step is published after the job is done"
+    await drain_all(services)
+    after = await read_batch_status(services, done.manifest.batch_id)
+    assert after["items"] == {"total": 30, "succeeded": 30, "failed": 0, "pending": 0}
+
+
+async def test_a_background_replay_whose_step_event_was_lost_is_published_again_when_its_status_is_read(
+    configure, app_functions
+):
+    from shared import replay_jobs
+    from shared.events import Reason
+    from shared.storage import read_json, write_json
+
+    publisher = RecordingPublisher(down=True)
+    services = configure(publisher=publisher)
+    job = await replay_jobs.start(services, rate=1.0)  # Service Bus is down: the job stands, its step is lost
+    assert publisher.events == []
+    publisher.down = False
+    state = services.storage.container(services.settings.state_container)
+    path = replay_jobs.job_blob(job.job_id)
+    code, status = await call(
+        app_functions, "replay_status", http_request("GET", f"/api/poison/replay/{job.job_id}", job_id=job.job_id)
+    )
+    assert (code, status["state"]) == (200, "running")
+    assert publisher.events == [], "not stalled yet: no second step"
+    doc, etag = await read_json(state, path)
+    doc["updated_at"] = "2020-01-01T00:00:00+00:00"
+    await write_json(state, path, doc, etag=etag)
+    await call(
+        app_functions, "replay_status", http_request("GET", f"/api/poison/replay/{job.job_id}", job_id=job.job_id)
+    )
+    assert [(e.reason, e.job) for e, _ in publisher.events] == [(Reason.REPLAY_STEP, job.job_id)]
+    code, missing = await call(
+        app_functions, "replay_status", http_request("GET", "/api/poison/replay/0123", job_id="0123")
+    )
+    assert code == 404, missing
