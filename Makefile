@@ -79,6 +79,7 @@ bench: setup
 	$(BIN)/python -m bench.platform
 	$(BIN)/python -m bench.idle_sources
 	$(BIN)/python -m bench.tracing_cost
+	$(BIN)/python -m bench.fairness
 	$(BIN)/python -m bench.scale_out
 	$(BIN)/python -m bench
 

@@ -7,6 +7,7 @@ Lines are written with one `os.write` on an O_APPEND descriptor, so processes ca
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections import Counter
@@ -43,6 +44,16 @@ def observe(items: Sequence[Any]) -> None:
 async def record(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
     """The app's chunk handler for latency runs: observe, then succeed on every item."""
     observe(items)
+    return ChunkResult([_OK] * len(items))
+
+
+WAIT_MS_ENV = "BENCH_WAIT_MS_PER_CHUNK"
+
+
+async def record_then_wait(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
+    """`record`, then wait BENCH_WAIT_MS_PER_CHUNK as a call to a downstream service would (no CPU)."""
+    observe(items)
+    await asyncio.sleep(float(os.environ.get(WAIT_MS_ENV) or 0) / 1000)
     return ChunkResult([_OK] * len(items))
 
 

@@ -21,6 +21,13 @@ def load(name: str) -> dict[str, Any] | None:
     return loaded
 
 
+def section_start(name: str, title: str, command: str) -> tuple[dict[str, Any] | None, list[str]]:
+    """A section's result file (None if missing) and its heading; for a missing file the heading says so."""
+    doc = load(name)
+    head = [f"## {title}", ""]
+    return doc, head if doc is not None else [*head, f"No run recorded (`{command}`).", ""]
+
+
 def duration(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.0f} s"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import report_idle, report_platform, report_tracing
+from bench import report_flow, report_idle, report_platform, report_tracing
 from bench.peers import LABELS
 from bench.profile_parts import OTHER
 from bench.report import PEERS, SYSTEMS, fmt, ms
@@ -39,6 +39,7 @@ def render(doc: dict[str, Any]) -> str:
         raw_limit(doc),
         memory(doc),
         report_tracing.section(),
+        report_flow.section(),
         report_platform.section(),
         findings(doc),
         method(doc),

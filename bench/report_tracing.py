@@ -3,14 +3,13 @@ part of `make bench`); a missing file is said, not hidden."""
 
 from __future__ import annotations
 
-from bench.report_platform import load
+from bench.report_platform import section_start
 
 
 def section() -> str:
-    doc = load("tracing.json")
-    head = ["## Tracing: what it costs the drain", ""]
+    doc, head = section_start("tracing.json", "Tracing: what it costs the drain", "python -m bench.tracing_cost")
     if doc is None:
-        return "\n".join([*head, "No run recorded (`python -m bench.tracing_cost`).", ""])
+        return "\n".join(head)
     rows = [
         *head,
         f"Paired rounds on one stack (`bench.tracing_cost`): the same {doc['items']:,}-item backlog drained by "

@@ -52,6 +52,7 @@ PAUSE_MARGIN_S = 0.05  # after a pause, the chunks put back for it are visible a
 LANE_POLL_S = 0.1  # while draining, the lanes are listed again at most this often (a new tenant's wait) ...
 LANE_POLL_MESSAGES = 8  # ... and at most once per this many messages received ...
 LANE_POLL_MAX_S = 1.0  # ... unless this long has passed
+LANE_WATCH_S = 0.025  # how often the watcher asks whether a listing is due (no I/O unless it is)
 
 
 class Drainer:
@@ -82,7 +83,8 @@ class Drainer:
         self.order = LaneOrder()  # the queue's lanes (`shared.lanes`), and whose turn it is
         self.order.add(Lane(queue))
         self._lanes_listed_at = -math.inf
-        self._messages_at_listing = 0
+        self._handled = 0  # messages whose handling ended (pages arrive 32 at a time; these one by one)
+        self._handled_at_listing = 0
         self._listing: asyncio.Task[None] | None = None
         self._lease: DrainLease | None = None  # while a session's receivers run
         self._receivers: set[asyncio.Task[str]] = set()
@@ -302,17 +304,17 @@ class Drainer:
 
     def _lanes_due(self) -> bool:
         """List the lanes again at most every LANE_POLL_S, and at most once per LANE_POLL_MESSAGES messages
-        received unless LANE_POLL_MAX_S has passed: at most one transaction per 8 messages (2,000 items at the
+        handled unless LANE_POLL_MAX_S has passed: at most one transaction per 8 messages (2,000 items at the
         default chunk size) while the drain is fast, at least one a second while it is slow."""
         since = self.clock() - self._lanes_listed_at
-        received = self.report.messages - self._messages_at_listing
+        received = self._handled - self._handled_at_listing
         return since >= LANE_POLL_S and (received >= LANE_POLL_MESSAGES or since >= LANE_POLL_MAX_S)
 
     async def _watch_lanes(self) -> None:
         """While the receivers work, list the lanes whenever that is due (`_lanes_due`): a new tenant's batch is
         found within about LANE_POLL_S, however long the receivers' pages take."""
         while True:
-            await asyncio.sleep(LANE_POLL_S)
+            await asyncio.sleep(LANE_WATCH_S)
             if self._lanes_due():
                 await self._list_lanes_once()
 
@@ -327,7 +329,7 @@ class Drainer:
 
     async def _list_lanes(self) -> None:
         self._lanes_listed_at = self.clock()
-        self._messages_at_listing = self.report.messages
+        self._handled_at_listing = self._handled
         lease, mid_drain = self._lease, self._lease is not None and self.report.messages > 0
         woken = self.order.listed(await lane_queues.listed(self.s, self.queue_name), self.clock(), mid_drain=mid_drain)
         if woken and mid_drain and lease is not None:
@@ -370,6 +372,8 @@ class Drainer:
             await self.wakeups.wake_at(item.visible_at_ms)
         except Exception:
             log.exception("chunk message %s on %s failed unexpectedly", item.message.id, self.queue_name)
+        finally:
+            self._handled += 1
 
     async def _keeping_invisible(self, item: Received, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)

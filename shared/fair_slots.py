@@ -3,13 +3,15 @@
 A received page waits for places; with a plain semaphore a small tenant's chunk would queue behind every chunk
 of another tenant's pages already received (up to RECEIVERS x 32). Here a place that comes free goes to the
 lane whose turn it is: high lanes with chunks waiting first, then round robin by lane, so a chunk waits for at
-most one chunk of each other lane that has chunks waiting, not for all of them.
+most one chunk of each other lane that has chunks waiting, not for all of them. And a lane with no chunk in the
+handler never waits: its first chunk takes a place beyond CHUNK_CONCURRENCY (at most one per lane), so a small
+tenant's chunk does not wait for a busy tenant's chunk to finish either.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+from collections import Counter, deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -22,6 +24,7 @@ class FairSlots:
         self.partition = partition
         self._waiting: dict[str, deque[asyncio.Future[None]]] = {}
         self._last = ""
+        self._serving: Counter[str] = Counter()  # chunks holding a place (or an extra one), by lane
 
     def locked(self) -> bool:
         return self.free == 0
@@ -32,11 +35,18 @@ class FairSlots:
 
     @asynccontextmanager
     async def place(self, lane: str) -> AsyncIterator[None]:
-        await self._acquire(lane)
+        extra = self.free == 0 and self._serving[lane] == 0 and lane not in self._waiting
+        if not extra:
+            await self._acquire(lane)
+        self._serving[lane] += 1
         try:
             yield
         finally:
-            self._release()
+            self._serving[lane] -= 1
+            if not self._serving[lane]:
+                del self._serving[lane]
+            if not extra:
+                self._release()
 
     async def _acquire(self, lane: str) -> None:
         if self.free > 0 and not self._waiting:

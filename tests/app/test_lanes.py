@@ -248,3 +248,29 @@ async def test_a_tenant_given_as_header_or_query_reaches_its_lane(configure) -> 
     }
     work = services.settings.work_queue
     assert lanes_seen == {work: 0, f"{work}-h-acme": 1, f"{work}-t-bolt": 1}
+
+
+async def test_places_go_round_robin_by_lane_and_a_lane_with_nothing_in_service_never_waits() -> None:
+    from shared.fair_slots import FairSlots
+
+    slots = FairSlots(2, "q")
+    order: list[str] = []
+    release = asyncio.Event()
+
+    async def chunk(lane: str, name: str) -> None:
+        async with slots.place(lane):
+            order.append(name)
+            await release.wait()
+
+    busy = [asyncio.create_task(chunk("q-t-a", f"a{i}")) for i in range(6)]  # a's page: 2 start, 4 wait
+    await asyncio.sleep(0)
+    assert order == ["a0", "a1"]
+    newcomer = asyncio.create_task(chunk("q-t-b", "b0"))
+    second = asyncio.create_task(chunk("q-t-b", "b1"))
+    await asyncio.sleep(0)
+    assert order == ["a0", "a1", "b0"], "b had nothing in service: its first chunk took a place at once"
+    release.set()
+    await asyncio.gather(*busy, newcomer, second)
+    # b's second chunk waited like any other, and got the first place that came free after a's turn.
+    assert order.index("b1") <= 4, order
+    assert slots.free == 2
