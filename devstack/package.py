@@ -38,6 +38,7 @@ EXPECTED = {
     "poison_list": "httpTrigger",
     "poison_detail": "httpTrigger",
     "poison_replay": "httpTrigger",
+    "replay_status": "httpTrigger",
     "dashboard": "httpTrigger",
     "openapi": "httpTrigger",
     "drain": "serviceBusTrigger",

@@ -65,21 +65,23 @@ def status_url(batch_id: str) -> str:
     return f"/api/batches/{batch_id}"
 
 
-def asked_for(name: str, headers: Mapping[str, str], params: Mapping[str, str]) -> str | None:
-    """A submit option given as an `X-<Name>` header or a `<name>` query parameter (the same value if both)."""
+def asked_for(
+    name: str, check: Callable[[str | None], str], headers: Mapping[str, str], params: Mapping[str, str]
+) -> str:
+    """A submit option given as an `X-<Name>` header or a `<name>` query parameter, each checked; the header
+    wins if both are given (a proxy or SDK may add one; the request's own header is the more deliberate)."""
     header, param = headers.get(f"x-{name}"), params.get(name)
-    if header is not None and param is not None and header != param:
-        raise MalformedRequest(f"X-{name.title()} header and {name!r} query parameter disagree; give one")
-    return header if header is not None else param
+    try:
+        from_param = check(param)
+        return check(header) if header is not None else from_param
+    except ValueError as e:
+        raise MalformedRequest(str(e)) from None
 
 
 def submit_lane(headers: Mapping[str, str], params: Mapping[str, str]) -> Lane:
     """The tenant and priority a submit asks for (`shared.lanes`); a JSON 400 naming the rule otherwise."""
-    try:
-        tenant = lanes.checked_tenant(asked_for("tenant", headers, params))
-        priority = lanes.checked_priority(asked_for("priority", headers, params))
-    except ValueError as e:
-        raise MalformedRequest(str(e)) from None
+    tenant = asked_for("tenant", lanes.checked_tenant, headers, params)
+    priority = asked_for("priority", lanes.checked_priority, headers, params)
     return Lane("", tenant, priority)
 
 

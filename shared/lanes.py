@@ -76,7 +76,7 @@ def partition_of(name: str, partitions: list[str]) -> str | None:
 
 def checked_tenant(raw: str | None) -> str:
     """A submit's tenant: absent means the shared one. The error names the rule (the API turns it into a 400)."""
-    if raw is None or raw == "":
+    if raw is None:
         return DEFAULT_TENANT
     if not TENANT.fullmatch(raw):
         raise ValueError(f"tenant must be 1-{TENANT_MAX} lowercase letters or digits (it names a storage queue)")
@@ -84,7 +84,7 @@ def checked_tenant(raw: str | None) -> str:
 
 
 def checked_priority(raw: str | None) -> str:
-    if raw is None or raw == "":
+    if raw is None:
         return Priority.NORMAL
     if raw not in Priority.ALL:
         raise ValueError('priority must be "normal" or "high"')

@@ -218,7 +218,9 @@ async def test_status_and_queues_show_each_tenants_backlog(configure) -> None:
     [
         ({"x-tenant": "Acme"}, {}, "tenant must be"),
         ({}, {"tenant": "a" * 25}, "tenant must be"),
-        ({"x-tenant": "acme"}, {"tenant": "bolt"}, "disagree"),
+        ({}, {"tenant": "default!"}, "tenant must be"),
+        ({"x-tenant": ""}, {}, "tenant must be"),
+        ({"x-tenant": "acme"}, {"tenant": ""}, "tenant must be"),
         ({"x-priority": "urgent"}, {}, "priority must be"),
     ],
 )
@@ -240,14 +242,19 @@ async def test_a_tenant_given_as_header_or_query_reaches_its_lane(configure) -> 
         ndjson("x", 2), {"content-type": "application/x-ndjson", "x-tenant": "acme", "x-priority": "high"}, {}
     )
     by_query = await api.submit_batch(ndjson("y", 2), {"content-type": "application/x-ndjson"}, {"tenant": "bolt"})
-    assert (by_header.status, by_query.status) == (202, 202)
+    # Both given: the header wins (each is checked).
+    both = await api.submit_batch(
+        ndjson("z", 2), {"content-type": "application/x-ndjson", "x-tenant": "acme"}, {"tenant": "bolt"}
+    )
+    assert (by_header.status, by_query.status, both.status) == (202, 202, 202)
+    assert (both.body["tenant"], both.body["priority"]) == ("acme", "normal")
     assert (by_header.body["tenant"], by_header.body["priority"]) == ("acme", "high")
     assert (by_query.body["tenant"], by_query.body["priority"]) == ("bolt", "normal")
     lanes_seen = {
         lane["queue"]: lane["depth"] for lane in (await read_queue_status(services))["partitions"][0]["lanes"]
     }
     work = services.settings.work_queue
-    assert lanes_seen == {work: 0, f"{work}-h-acme": 1, f"{work}-t-bolt": 1}
+    assert lanes_seen == {work: 0, f"{work}-h-acme": 1, f"{work}-t-acme": 1, f"{work}-t-bolt": 1}
 
 
 async def test_places_go_round_robin_by_lane_and_a_lane_with_nothing_in_service_never_waits() -> None:
