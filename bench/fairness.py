@@ -117,7 +117,14 @@ def fair_role(lanes: bool, wait_ms: float, round_no: int) -> str:
 
 
 async def fairness_round(
-    stack: Stack, token: str, lanes: bool, count: int, run_dir: Path, wait_ms: float, round_no: int
+    stack: Stack,
+    token: str,
+    lanes: bool,
+    count: int,
+    run_dir: Path,
+    wait_ms: float,
+    round_no: int,
+    probe_every_s: float = PROBE_EVERY_S,
 ) -> dict[str, Any]:
     role = fair_role(lanes, wait_ms, round_no)
     record = run_dir / f"record-{role}.log"
@@ -138,7 +145,7 @@ async def fairness_round(
         while sum(k for _, tag, k in observed(record) if tag == "A") < count:
             probes.append(asyncio.create_task(probe(session, f"B{n}", "bolt" if lanes else None, sent, acks)))
             n += 1
-            await asyncio.sleep(PROBE_EVERY_S)
+            await asyncio.sleep(probe_every_s)
             if time.monotonic() - started > 900:
                 raise TimeoutError("the big batch did not drain in 15 minutes")
         await asyncio.gather(*probes)
@@ -223,6 +230,12 @@ async def rate_round(stack: Stack, token: str, drainers: int, limit: float, run_
     return result
 
 
+def share_of_chunks(run: dict[str, Any]) -> float:
+    """B's share of the chunks handled during A's drain (each B batch is one chunk)."""
+    probes, chunks = int(run["b_probes"]), int(run["a_chunks"])
+    return round(probes / max(1, chunks + probes), 5)
+
+
 def scenario_summary(wait_ms: float, paired: list[dict[str, Any]]) -> dict[str, Any]:
     """Medians over the paired rounds of one handler (pure)."""
 
@@ -243,6 +256,7 @@ def scenario_summary(wait_ms: float, paired: list[dict[str, Any]]) -> dict[str, 
         "b_p99_met": p99 <= WAKE_TARGET_P99_MS,
         "a_throughput_drop": round(1 - lanes_rate / shared_rate, 4),
         "b_share_of_items": statistics.median(run["with_lanes"]["b_share_of_items"] for run in paired),
+        "b_share_of_chunks": statistics.median(share_of_chunks(run["with_lanes"]) for run in paired),
     }
 
 
@@ -253,6 +267,7 @@ async def measure(
     rates: bool = True,
     rounds: int = 2,
     waits: tuple[float, ...] = HANDLER_WAITS_MS,
+    probe_every_s: float = PROBE_EVERY_S,
 ) -> dict[str, Any]:
     token = uuid.uuid4().hex[:8]
     roles = [fair_role(lanes, w, r) for w in waits for lanes in (True, False) for r in range(rounds)]
@@ -266,7 +281,7 @@ async def measure(
             for r in range(rounds):  # the order alternates, so drift on a shared machine falls on both
                 done = {}
                 for lanes in (True, False) if r % 2 == 0 else (False, True):
-                    done[lanes] = await fairness_round(stack, token, lanes, count, run_dir, wait_ms, r)
+                    done[lanes] = await fairness_round(stack, token, lanes, count, run_dir, wait_ms, r, probe_every_s)
                 paired.append({"with_lanes": done[True], "shared_lane": done[False]})
             scenarios.append(scenario_summary(wait_ms, paired))
         limited = [await rate_round(stack, token, d, limit, run_dir) for d in DRAINERS] if rates else []
@@ -275,7 +290,7 @@ async def measure(
     return {
         "a_items": count,
         "probe_items": PROBE_ITEMS,
-        "probe_every_s": PROBE_EVERY_S,
+        "probe_every_s": probe_every_s,
         "b_p99_target_ms": WAKE_TARGET_P99_MS,
         "scenarios": scenarios,
         "rate_limit": limited,
@@ -290,13 +305,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-rates", action="store_true", help="the fairness scenario only")
     parser.add_argument("--rounds", type=int, default=2, help="paired rounds (with and without lanes) per handler")
     parser.add_argument("--waits", type=float, nargs="+", default=HANDLER_WAITS_MS, help="handler ms per chunk")
+    parser.add_argument("--probe-every", type=float, default=PROBE_EVERY_S, help="seconds between B's batches")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("azure").setLevel(logging.WARNING)
     run_dir = RESULTS / "runs" / f"fairness-{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir.mkdir(parents=True, exist_ok=True)
     result = asyncio.run(
-        measure(args.items, args.limit, run_dir, rates=not args.no_rates, rounds=args.rounds, waits=tuple(args.waits))
+        measure(
+            args.items,
+            args.limit,
+            run_dir,
+            rates=not args.no_rates,
+            rounds=args.rounds,
+            waits=tuple(args.waits),
+            probe_every_s=args.probe_every,
+        )
     )
     args.json.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
