@@ -196,7 +196,8 @@ class Drainer:
         self._slots = FairSlots(self.settings.chunk_concurrency, self.queue_name)
         self._receivers = set()
         self.order.wake_all()
-        await self._list_lanes_once()
+        if self.clock() - self._lanes_listed_at >= LANE_POLL_S:  # not again right after the look that found work
+            await self._list_lanes_once()
         self._lease = lease
         self._spawn_receiver(lease)
         watcher = asyncio.create_task(self._watch_lanes(), name=f"lanes {self.queue_name}/{self.slot}")

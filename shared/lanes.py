@@ -12,7 +12,6 @@ page), so a tenant with ten items never waits behind another's million.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 
@@ -63,14 +62,6 @@ def parse(partition: str, name: str) -> Lane | None:
         return Lane(partition, tenant, Priority.HIGH)
     if kind == "t" and tenant != DEFAULT_TENANT:
         return Lane(partition, tenant)
-    return None
-
-
-def partition_of(name: str, partitions: list[str]) -> str | None:
-    """The partition a lane's queue belongs to (the longest matching name wins: `work-1` before `work`)."""
-    for partition in sorted(partitions, key=len, reverse=True):
-        if parse(partition, name) is not None:
-            return partition
     return None
 
 
@@ -161,12 +152,3 @@ class LaneOrder:
         state = self.lanes.get(name)
         if state is not None:
             state.due_at = now + self.recheck_s
-
-    def reappears(self, name: str, at: float) -> None:
-        """A message this drainer hid in the lane becomes visible at `at` (monotonic): due then at the latest."""
-        state = self.lanes.get(name)
-        if state is not None and state.due_at > at:
-            state.due_at = at
-
-    def next_due(self) -> float:
-        return min((s.due_at for s in self.lanes.values()), default=math.inf)

@@ -71,7 +71,7 @@ def test_lane_names_parse_back_and_never_claim_another_partitions_queues() -> No
     assert Lane("work-1", "default", "high").name == "work-1-h-default"
     for other in ("work-1-poison", "work-10", "work-10-t-acme", "work-1-t-", "work-1-x-acme", "work-1-t-default"):
         assert lanes.parse("work-1", other) is None, other
-    assert lanes.partition_of("work-10-t-acme", ["work-1", "work-10"]) == "work-10"
+    assert lanes.parse("work-10", "work-10-t-acme") == Lane("work-10", "acme")
 
 
 def test_tenants_take_turns_page_by_page() -> None:
