@@ -35,9 +35,8 @@ param retentionDays int = 30
 @maxValue(100)
 param triggerMaxDeliveryCount int = 10
 
-@description('The fallback timer (NCRONTAB, seconds first). Every minute (default) keeps an instance alive all day, so the host\'s locks cost about 10,000 storage transactions a day; every 4 hours (0 0 */4 * * *) lets an idle app scale to zero between ticks (about 250 a day) but a chunk whose every doorbell was lost waits up to 4 hours (BENCHMARKS.md "Idle, every source counted").')
-@minLength(11)
-param fallbackSchedule string = '0 */1 * * * *'
+@description('The fallback timer (NCRONTAB, seconds first), the last net behind the look chain that watches every queue holding messages. Every 6 hours (default) lets an idle app scale to zero between ticks: about 180 storage transactions a day for one queue with every source counted. Every minute keeps an instance, and the host\'s locks, alive all day: about 10,200 a day (BENCHMARKS.md "Idle per app").')
+param fallbackSchedule string = '0 0 */6 * * *'
 
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = { 'azd-env-name': environmentName }

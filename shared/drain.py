@@ -479,6 +479,8 @@ async def drain_event(services: Services, event: TriggerEvent, trace: str | None
         raise MalformedEvent(f"event asks for slot {event.slot}, beyond MAX_DRAINERS_PER_QUEUE")
     if event.reason is Reason.REPLAY_STEP:
         return await replay_step(services, event)
+    if event.reason is Reason.LOOK:
+        return await look(services, event)
     try:
         return await Drainer(services, event.queue, slot=event.slot, reason=event.reason, trace=trace).run()
     except StorageError as e:
@@ -490,6 +492,17 @@ async def drain_event(services: Services, event: TriggerEvent, trace: str | None
         except TriggerUnavailable:
             raise e from None  # neither service answers: let Service Bus redeliver this event
         return DrainReport(event.queue, event.slot, event.reason.value, outcome="storage-failed")
+
+
+async def look(services: Services, event: TriggerEvent) -> DrainReport:
+    """The fallback's scheduled look (`shared.lookout`): served by the drain function, not a drain."""
+    from shared import lookout
+    from shared.errors import MalformedEvent
+
+    if not lookout.is_token(event.token):
+        raise MalformedEvent("a look event must carry its token (32 lowercase hex digits)")
+    outcome = await lookout.look(services, event)
+    return DrainReport(event.queue, event.slot, event.reason.value, outcome=f"look-{outcome}")
 
 
 async def replay_step(services: Services, event: TriggerEvent) -> DrainReport:

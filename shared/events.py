@@ -1,7 +1,7 @@
 """Trigger events: the Service Bus doorbell that says which storage queue has work (pure).
 
 Service Bus only rings; the work itself lives in the storage queue. Body (JSON):
-    {"account", "queue", "reason", "payload_size", "batch_id"?, "slot"?, "job"?}
+    {"account", "queue", "reason", "payload_size", "batch_id"?, "slot"?, "job"?, "token"?}
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ class Reason(str, Enum):
     FALLBACK = "fallback"  # the timer found work that no event announced
     REPLAY = "replay"  # an operator put parked chunks back on the queue
     REPLAY_STEP = "replay-step"  # the next step of a background replay job (`job` names it)
+    LOOK = "look"  # the fallback's scheduled look at a queue that holds messages (`token` names it)
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class TriggerEvent:
     batch_id: str | None = None
     slot: int = 0  # which drain lease slot the event asks for (scale-out recruits slots 1..N-1)
     job: str | None = None  # the background replay job a `replay-step` event advances
+    token: str | None = None  # the look a `look` event is (shared.lookout)
 
     def encode(self) -> bytes:
         body: dict[str, Any] = {
@@ -51,6 +53,8 @@ class TriggerEvent:
             body["slot"] = self.slot
         if self.job is not None:
             body["job"] = self.job
+        if self.token is not None:
+            body["token"] = self.token
         return json.dumps(body, separators=(",", ":")).encode("utf-8")
 
     @classmethod
@@ -71,6 +75,7 @@ class TriggerEvent:
             batch_id=_optional_text(doc, "batch_id"),
             slot=_count(doc, "slot"),
             job=_optional_text(doc, "job"),
+            token=_optional_text(doc, "token"),
         )
 
 

@@ -77,6 +77,11 @@ def backoff_blob(queue: str) -> str:
     return f"backoff/{queue}.json"
 
 
+def look_blob(queue: str) -> str:
+    """The queue's look chain (`shared.lookout`)."""
+    return f"looks/{queue}.json"
+
+
 def poison_index_prefix(poison_queue: str) -> str:
     return f"poison/{poison_queue}/"
 

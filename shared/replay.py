@@ -23,7 +23,7 @@ from typing import Any
 
 from azure.storage.queue import QueueMessage
 
-from shared import envelope, lane_queues, lanes, poison, poison_index, results
+from shared import envelope, lane_queues, lanes, lookout, poison, poison_index, results
 from shared.errors import (
     MalformedEnvelope,
     NotFound,
@@ -272,7 +272,11 @@ async def _mark_retrying(services: Services, header: envelope.ChunkHeader) -> bo
 
 async def _ring(services: Services, queues: set[str]) -> None:
     for queue in sorted(queues):
+        event = TriggerEvent(services.settings.account_name, queue, Reason.REPLAY)
         try:
-            await services.publisher.publish(TriggerEvent(services.settings.account_name, queue, Reason.REPLAY))
+            await services.publisher.publish(event)
         except TriggerUnavailable as e:
-            log.warning("replayed chunks on %s wait for the fallback: %s", queue, e)
+            log.warning("replayed chunks on %s wait for Service Bus (this process tries again): %s", queue, e)
+            services.deferred.add(event)
+            continue
+        await lookout.watch(services, event)

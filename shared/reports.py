@@ -8,7 +8,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from shared import batch_index, costs, lane_queues, layout, metrics
+from shared import batch_index, costs, lane_queues, layout, lookout, metrics
 from shared.activity import ACTIVITY
 from shared.batches import Manifest, is_batch_id
 from shared.errors import NotFound, ResourceMissing
@@ -75,6 +75,7 @@ async def read_queue_status(services: Services) -> dict[str, Any]:
                 "advice": advice(queue, leases.rate_per_s, count),
                 "draining_here": sorted(slot for q, slot in services.draining if q == queue),
                 "fallback_backoff": to_view(backoff, now_ms),
+                "look_chain": (await lookout.read(services, queue))[0].view(now_ms),
             }
         )
     totals, reads = services.counter.totals(), services.counter.read_totals()

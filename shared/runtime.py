@@ -51,8 +51,13 @@ class Services:
     large_submits: asyncio.Semaphore = field(init=False)
 
     def __post_init__(self) -> None:
-        self.deferred = DeferredTriggers(lambda: self.publisher)
+        self.deferred = DeferredTriggers(lambda: self.publisher, self.arm_looks)
         self.large_submits = asyncio.Semaphore(self.settings.max_large_submits)
+
+    async def arm_looks(self, queue: str) -> bool:
+        from shared import lookout  # it serves these services
+
+        return await lookout.arm(self, queue)
 
     async def close(self) -> None:
         await self.deferred.close()

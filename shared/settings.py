@@ -72,7 +72,7 @@ class Settings:
     storage: StorageConnection
     servicebus: ServiceBusConnection
     trigger_queue: str = field(default="queue-drain-trigger", metadata=env("TRIGGER_QUEUE"))
-    fallback_schedule: str = field(default="0 */1 * * * *", metadata=env("FALLBACK_SCHEDULE"))
+    fallback_schedule: str = field(default="0 0 */6 * * *", metadata=env("FALLBACK_SCHEDULE"))
     work_queue: str = field(default="work-items", metadata=env("WORK_QUEUE"))
     partitions: int = field(default=1, metadata=env("WORK_QUEUE_PARTITIONS", minimum=1, maximum=64))
     batches_container: str = field(default="queue-drain-batches", metadata=env("BATCHES_CONTAINER"))

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 
 from azure.storage.blob.aio import ContainerClient
 
-from shared import batch_index, envelope, lane_queues, layout, tracing
+from shared import batch_index, envelope, lane_queues, layout, lookout, tracing
 from shared.batches import MAX_IDEMPOTENCY_KEY, Manifest, State, items_digest, new_attempt, new_batch_id
 from shared.chunking import Chunk, partition_of, plan_chunks
 from shared.errors import (
@@ -305,17 +305,18 @@ async def ring(services: Services, manifest: Manifest, payload_size: int) -> str
             await services.publisher.publish(event)
         except TriggerUnavailable as e:
             log.warning(
-                "batch %s accepted without a trigger (the fallback will find it at its next tick; this process "
-                "tries the trigger again): %s", manifest.batch_id, e,
+                "batch %s accepted without a trigger (this process tries the trigger again; the fallback covers "
+                "it if this process dies first): %s", manifest.batch_id, e,
             )  # fmt: skip
             await defer(services, events[n:])
             return "deferred"
+        await lookout.watch(services, event)
     return "published"
 
 
 async def defer(services: Services, events: Sequence[TriggerEvent]) -> None:
-    """The doorbells that could not ring: this process tries them again, and the fallback looks at their
-    queues at its next tick (its back-off back at the floor) instead of at the end of a long back-off."""
+    """The doorbells that could not ring: this process tries them (and the look chains) again, and the fallback
+    timer looks at their queues at its next tick (its back-off back at the floor) if this process dies first."""
     now_ms = int(time.time() * 1000)
     for event in events:
         services.deferred.add(event)

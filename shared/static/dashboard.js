@@ -109,9 +109,11 @@
     return el("td", { "data-label": label, class: cls }, value);
   }
 
-  function nextLook(ms) {
-    if (typeof ms !== "number") return "–";
-    return ms > 0 ? "in " + duration(ms) : "due at the next timer tick";
+  function nextLook(chain) {
+    if (!chain || typeof chain.armed !== "boolean") return "–";
+    if (!chain.armed) return "none while empty (the timer is the net)";
+    const ms = chain.next_look_in_ms;
+    return typeof ms === "number" && ms > 0 ? "in " + duration(ms) : "due now";
   }
 
   function renderQueues(view) {
@@ -139,7 +141,7 @@
             cell(head[2], count(p.poison_depth), "num"),
             cell(head[3], count(p.active_drainers), "num"),
             cell(head[4], "every " + duration(backoff.interval_ms) + idle),
-            cell(head[5], nextLook(backoff.next_due_in_ms)),
+            cell(head[5], nextLook(p.look_chain)),
           );
         }),
       ),

@@ -55,6 +55,7 @@ class RecordingPublisher:
     down: bool = False
     events: list[tuple[TriggerEvent, datetime | None]] = field(default_factory=list)
     cancelled: list[int] = field(default_factory=list)
+    scheduled: dict[int, TriggerEvent] = field(default_factory=dict)  # by the sequence number it was given
     _next: int = 1
 
     async def publish(self, event: TriggerEvent, *, at: datetime | None = None) -> int | None:
@@ -64,6 +65,7 @@ class RecordingPublisher:
         if at is None:
             return None
         self._next += 1
+        self.scheduled[self._next] = event
         return self._next
 
     async def cancel(self, sequence_number: int) -> None:

@@ -151,7 +151,7 @@ async def test_api_reads_are_counted_apart_from_the_work_it_is_compared_with(con
     assert second["saved"] == second["builtin_queue_trigger"]["total"] - second["work"]["total"]
 
 
-async def test_a_refresh_of_the_page_costs_six_reads_a_partition_and_one_listing_plus_one_a_batch(
+async def test_a_refresh_of_the_page_costs_seven_reads_a_partition_and_one_listing_plus_one_a_batch(
     configure, app_functions
 ):
     configure(publisher=RecordingPublisher(), WORK_QUEUE_PARTITIONS="2")
@@ -175,6 +175,7 @@ async def test_a_refresh_of_the_page_costs_six_reads_a_partition_and_one_listing
         "queue.ListQueues": 2,  # the lanes of each partition (one lane each here: one depth read each)
         "blob.ListBlobs": 2 + 1 + 3,  # drain leases per partition; the index; each listed batch's results
         "queue.PeekMessages": 2,  # the first parked chunks, per partition
+        "blob.GetBlob": 2,  # the look chain, per partition
     }
 
 

@@ -205,7 +205,8 @@ async def test_the_watchdog_is_scheduled_at_start_and_cancelled_on_a_clean_exit(
     assert len(watchdogs) == 1
     delay = (watchdogs[0][1] - before).total_seconds()
     assert 15 <= delay <= 15 + 60 + 10, "past the lease and visibility expiry"
-    assert publisher.cancelled == [2], "cancelled because the drain ended cleanly"
+    cancelled = [publisher.scheduled[n].reason for n in publisher.cancelled]
+    assert cancelled == [Reason.WATCHDOG], "cancelled because the drain ended cleanly"
 
 
 async def test_a_cancelled_drain_leaves_its_watchdog_in_place(configure):

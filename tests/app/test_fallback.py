@@ -36,7 +36,8 @@ async def test_the_fallback_finds_work_that_no_trigger_announced(configure, app_
 
     # (The process that deferred the trigger also tries it again a few seconds later: not counted here.)
     fallback = [(e.reason, e.queue) for e, _ in publisher.events if e.reason is not Reason.SUBMITTED]
-    assert fallback == [(Reason.FALLBACK, services.settings.work_queue)]
+    queue = services.settings.work_queue
+    assert fallback == [(Reason.FALLBACK, queue), (Reason.LOOK, queue)], "a drainer called, and the look chain armed"
     await drain_all(services, reason=Reason.FALLBACK)
     assert (await read_batch_status(services, batch_id))["status"] == "completed"
 
@@ -66,7 +67,7 @@ async def test_the_fallback_leaves_a_queue_alone_while_a_drainer_holds_it(config
         await lease.release()
 
     assert [o.action for o in outcomes] == ["busy"]
-    assert publisher.events == []
+    assert publisher.reasons() == ["look"], "no drainer called; the look chain the deferred submit could not arm"
 
 
 async def test_an_idle_queue_backs_off_and_writes_its_state_only_when_the_interval_changes(configure):
@@ -141,5 +142,5 @@ async def test_a_deferred_trigger_is_published_again_as_soon_as_service_bus_answ
             break
         await asyncio.sleep(0.1)
 
-    assert [(e.reason, e.batch_id) for e, _ in publisher.events] == [(Reason.SUBMITTED, batch_id)]
+    assert [(e.reason, e.batch_id) for e, _ in publisher.events] == [(Reason.SUBMITTED, batch_id), (Reason.LOOK, None)]
     assert services.deferred.pending() == []

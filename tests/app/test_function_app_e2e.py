@@ -215,5 +215,5 @@ async def test_an_unreachable_broker_still_accepts_the_batch_with_a_deferred_tri
         )
     assert code == 202
     assert accepted["trigger"] == "deferred"
-    assert "the fallback will find it" in caplog.text
+    assert "the fallback covers it if this process dies first" in caplog.text
     assert "SharedAccessKey" not in caplog.text, "no secret in a log line"

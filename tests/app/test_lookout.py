@@ -1,0 +1,214 @@
+"""The fallback's look chain (shared.lookout) on the real Azurite: armed by work, ended by an empty queue, never
+left unarmed while a queue holds messages.
+
+Events go to a recording publisher (tests/app/conftest.py says why): these tests must see which looks were
+scheduled, for when, and deliver them by hand at the moment that matters. The chain through the real broker and
+the real host is in tests/host/test_look_chain.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from shared import fallback, layout, lookout
+from shared.drain import drain_event
+from shared.errors import TriggerUnavailable
+from shared.events import Reason, TriggerEvent
+from shared.reports import read_batch_status, read_queue_status
+from shared.storage import write_json
+from shared.submit import submit
+from tests.app.conftest import RecordingPublisher, another_instance, drain_all
+
+NDJSON = b'{"id":"l-1","amount":"5.00","currency":"EUR","author":"a","distributor":"d"}\n'
+FLOOR_MS = 2_000
+
+
+async def submit_one(services, body: bytes = NDJSON) -> str:
+    done = await submit(
+        services, body, content_type="application/x-ndjson", content_encoding=None, idempotency_key=None
+    )
+    return done.manifest.batch_id
+
+
+def looks(publisher: RecordingPublisher) -> list[tuple[TriggerEvent, float]]:
+    """The look events published, with how far ahead (s) each was scheduled when it was sent."""
+    return [(e, at.timestamp() - time.time()) for e, at in publisher.events if e.reason is Reason.LOOK and at]
+
+
+def others(publisher: RecordingPublisher) -> list[str]:
+    return [e.reason.value for e, _ in publisher.events if e.reason is not Reason.LOOK]
+
+
+@pytest.fixture
+async def services(configure):
+    return configure(publisher=RecordingPublisher(), BACKOFF_FLOOR_MS=str(FLOOR_MS), BACKOFF_JITTER="0")
+
+
+async def test_a_submit_arms_one_look_at_the_floor_and_a_second_submit_finds_it_armed(services):
+    await submit_one(services)
+    await submit_one(services)
+
+    scheduled = looks(services.publisher)
+    assert len(scheduled) == 1, "one chain per queue, however many submits"
+    event, ahead_s = scheduled[0]
+    assert event.queue == services.settings.work_queue
+    assert 0 < ahead_s <= FLOOR_MS / 1000
+    chain, _ = await lookout.read(services, services.settings.work_queue)
+    assert chain.token == event.token
+    assert others(services.publisher) == ["submitted", "submitted"]
+
+
+async def test_a_look_at_a_queue_left_empty_ends_the_chain_and_the_next_submit_arms_it_again(services):
+    await submit_one(services)
+    await drain_all(services)
+    [(first, _)] = looks(services.publisher)
+
+    report = await drain_event(services, first)
+
+    assert report.outcome == "look-idle"
+    assert len(looks(services.publisher)) == 1, "an empty queue has nothing to lose: no next look"
+    chain, _ = await lookout.read(services, services.settings.work_queue)
+    assert not chain.armed(lookout.epoch_ms())
+    await submit_one(services)
+    assert len(looks(services.publisher)) == 2, "the next work arms the chain again"
+
+
+async def test_a_look_finds_work_whose_doorbell_was_lost_calls_a_drainer_and_keeps_looking(services):
+    batch_id = await submit_one(services)  # its `submitted` event is recorded, never delivered: lost
+    [(first, _)] = looks(services.publisher)
+
+    report = await drain_event(services, first)
+
+    assert report.outcome == "look-triggered"
+    assert others(services.publisher)[-1] == "fallback"
+    [_, (second, ahead_s)] = looks(services.publisher)
+    assert 0 < ahead_s <= FLOOR_MS / 1000, "work found: the next look at the floor"
+    await drain_all(services, reason=Reason.FALLBACK)
+    assert (await read_batch_status(services, batch_id))["status"] == "completed"
+    assert (await drain_event(services, second)).outcome == "look-idle"
+    assert (await drain_event(services, first)).outcome == "look-superseded", "a look delivered twice acts once"
+
+
+async def test_messages_that_only_wait_out_a_retry_delay_are_looked_at_less_and_less_often(configure):
+    from shared.backoff import PollPolicy
+    from shared.settings import Decrease
+
+    policy = PollPolicy(floor_ms=1_000, ceiling_ms=5_000, exponent=2.0, jitter=0.0, decrease=Decrease.RESET)
+    intervals = [lookout.next_interval_ms("waiting", 0, policy)]
+    while len(intervals) < 5:
+        intervals.append(lookout.next_interval_ms("waiting", intervals[-1], policy))
+    assert intervals == [2_000, 4_000, 5_000, 5_000, 5_000]
+    assert lookout.next_interval_ms("busy", 5_000, policy) == 1_000
+    assert lookout.next_interval_ms("triggered", 5_000, policy) == 1_000
+
+
+async def test_a_submit_racing_the_look_that_ends_the_chain_is_never_left_without_a_look(services, monkeypatch):
+    """The look read the queue empty; before it ends the chain, a submit enqueues and finds the chain still armed
+    (so arms nothing). The look must see that submit's work when it looks again after ending the chain."""
+    await submit_one(services)
+    await drain_all(services)
+    [(first, _)] = looks(services.publisher)
+    real_inspect = fallback.inspect
+    racing: list[str] = []
+    elsewhere = another_instance(services)
+
+    async def inspect_then_a_submit_lands(*args, **kwargs):
+        found = await real_inspect(*args, **kwargs)
+        racing.append(await submit_one(elsewhere))
+        return found
+
+    monkeypatch.setattr(fallback, "inspect", inspect_then_a_submit_lands)
+
+    try:
+        report = await drain_event(services, first)
+    finally:
+        await elsewhere.storage.close()
+
+    assert racing, "the racing submit ran between the look's two reads"
+    assert report.outcome == "look-work-arrived"
+    chain, _ = await lookout.read(services, services.settings.work_queue)
+    assert chain.armed(lookout.epoch_ms())
+    assert chain.token == looks(services.publisher)[-1][0].token
+
+
+async def test_a_look_that_cannot_arm_the_next_one_fails_so_service_bus_delivers_it_again(services):
+    batch_id = await submit_one(services)
+    [(first, _)] = looks(services.publisher)
+    services.publisher.down = True
+
+    with pytest.raises(TriggerUnavailable):
+        await drain_event(services, first)  # work found, drained here, but the next look cannot be sent
+
+    assert (await read_batch_status(services, batch_id))["status"] == "completed", "drained here meanwhile"
+    services.publisher.down = False
+    assert (await drain_event(services, first)).outcome == "look-idle", "the redelivered look still counts"
+
+
+async def test_with_service_bus_down_the_look_is_armed_with_the_doorbell_once_it_answers(services):
+    services.publisher.down = True
+    done = await submit(
+        services, NDJSON, content_type="application/x-ndjson", content_encoding=None, idempotency_key=None
+    )
+    assert done.trigger == "deferred"
+    services.publisher.down = False
+
+    for _ in range(100):
+        if looks(services.publisher):
+            break
+        await asyncio.sleep(0.1)
+
+    assert others(services.publisher) == ["submitted"]
+    assert len(looks(services.publisher)) == 1
+    assert services.deferred.pending() == []
+
+
+async def test_a_look_lost_beyond_the_grace_is_replaced_by_the_next_submit(services):
+    queue = services.settings.work_queue
+    container = await services.storage.ensure_container(services.settings.state_container)
+    long_ago = lookout.epoch_ms() - lookout.GRACE_MS - 1
+    lost = lookout.Chain(token="0" * 32, look_at_ms=long_ago, interval_ms=FLOOR_MS)
+    await write_json(container, layout.look_blob(queue), lost.to_json())
+
+    await submit_one(services)
+
+    [(armed, _)] = looks(services.publisher)
+    assert armed.token != lost.token
+    stale = TriggerEvent(services.settings.account_name, queue, Reason.LOOK, token=lost.token)
+    assert (await drain_event(services, stale)).outcome == "look-superseded"
+
+
+async def test_the_timer_arms_a_chain_for_work_it_finds_unwatched(services):
+    batch_id = await submit_one(services)
+    container = await services.storage.ensure_container(services.settings.state_container)
+    await container.delete_blob(layout.look_blob(services.settings.work_queue))  # the chain is lost
+    services.publisher.events.clear()
+
+    outcomes = await fallback.poll(services)
+
+    assert [o.action for o in outcomes] == ["triggered"]
+    assert others(services.publisher) == ["fallback"]
+    assert len(looks(services.publisher)) == 1
+    await drain_all(services, reason=Reason.FALLBACK)
+    assert (await read_batch_status(services, batch_id))["status"] == "completed"
+
+
+async def test_queue_status_shows_whether_a_look_is_armed(services):
+    before = (await read_queue_status(services))["partitions"][0]["look_chain"]
+    await submit_one(services)
+    after = (await read_queue_status(services))["partitions"][0]["look_chain"]
+
+    assert before == {"armed": False, "next_look_in_ms": None}
+    assert after["armed"] is True
+    assert 0 < after["next_look_in_ms"] <= FLOOR_MS
+
+
+async def test_a_look_event_without_its_token_is_malformed(services):
+    from shared.errors import MalformedEvent
+
+    bare = TriggerEvent(services.settings.account_name, services.settings.work_queue, Reason.LOOK)
+    with pytest.raises(MalformedEvent, match="token"):
+        await drain_event(services, bare)
+    assert TriggerEvent.decode(TriggerEvent(bare.account, bare.queue, Reason.LOOK, token="a" * 32).encode()).token
