@@ -10,8 +10,10 @@ execution. This model adds those sources up for one simulated day:
   `bench.idle.simulate_peer`, on a simulated day), the scale controller's queue probes, and the host's primary
   lock while an instance is alive;
 - (c) this app: the fallback's looks (the real `shared.backoff.PollPolicy` at the app's default settings,
-  ticked on the timer's schedule), what a fresh instance reads before its first look, the host's primary lock
-  and the timer's singleton listener lock while an instance is alive. Its Service Bus trigger costs Service Bus
+  ticked on the timer's schedule), what a fresh instance reads before its first look, the host's secrets read at
+  its start, the host's primary lock and the timer's singleton listener lock while an instance is alive, and the
+  look chain (`shared.lookout`): it runs only while a queue holds messages, so an idle day costs it the one look
+  that found the queue empty and ended it after the last work. Its Service Bus trigger costs Service Bus
   operations, not storage transactions (the scale controller reads the trigger queue's count from Service Bus).
 
 Pure: no I/O, seeded. Every constant carries its source or says it is assumed.
@@ -50,6 +52,9 @@ class HostCosts:
     # 5 minutes (as bench.platform's scale-in delay), with 20 minutes (unofficial reports for the Consumption
     # plan) as the pessimistic case.
     linger_s: float = 300.0
+    # The host reads its keys (azure-webjobs-secrets/{app}/host.json) when it starts; a function's own key blob is
+    # read at its first request, which an idle app does not get. Assumed one read per start.
+    secrets_reads_per_start: int = 1
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,7 @@ def builtin_day(plan: Plan, queues: int, costs: HostCosts, seed: int = 1) -> Day
         {
             "scale-controller probes": queues * math.floor(DAY_S / costs.scale_probe_s),
             "trigger polls": queues * builtin_polls_per_day(seed) if alive else 0,
+            "host secrets at start": costs.secrets_reads_per_start if alive else 0,
             "primary-host lock": math.floor(DAY_S / costs.host_lock_renew_s) if alive else 0,
         }
     )
@@ -107,6 +113,9 @@ def shipped_policy() -> PollPolicy:
 # A look at an idle partition (shared.fallback.poll_queue): one listing of its lanes and one depth read per lane;
 # an app that never names a tenant or a priority has one lane per partition.
 LOOK_READS = 2
+# The look that ends a queue's chain after its last work (shared.lookout.look): the chain blob read, the partition
+# looked at (LOOK_READS), the blob written unarmed, and the depth read again (LOOK_READS).
+CHAIN_END = 1 + LOOK_READS + 1 + LOOK_READS
 
 
 def fallback_looks(policy: PollPolicy, tick_s: float, seed: int) -> tuple[int, int]:
@@ -141,13 +150,20 @@ def app_day(plan: Plan, queues: int, tick_s: float, costs: HostCosts, policy: Po
             "fallback looks": queues * (reads * LOOK_READS + writes),
             # A fresh instance creates the state container if missing and reads each queue's back-off state once.
             "fresh-instance reads": starts * (1 + queues),
+            "host secrets at start": starts * costs.secrets_reads_per_start,
             "primary-host lock": starts + math.floor(alive_s / costs.host_lock_renew_s),
             "timer listener lock": starts + math.floor(alive_s / costs.listener_lock_renew_s),
+            # Once per quiet spell, after the last work (counted as if every day began one); none while idle.
+            "look chain": queues * CHAIN_END,
         }
     )
 
 
-SCHEDULES_S = (60.0, 1_800.0, 14_400.0)  # today's default (every minute), the back-off ceiling, four hours
+# FALLBACK_SCHEDULE's default, 0 0 */6 * * * (tests/bench/test_idle_sources.py derives it from the setting).
+SHIPPED_SCHEDULE_S = 21_600.0
+# Before issue 13 (every minute), the back-off ceiling, four hours, and the default since.
+SCHEDULES_S = (60.0, 1_800.0, 14_400.0, SHIPPED_SCHEDULE_S)
+TARGET = 0.1  # issue 13: an idle one-queue app at most 1/10 of the built-in trigger, all sources counted
 QUEUES = (1, 20)
 
 
@@ -173,16 +189,37 @@ def table(seed: int = 1) -> list[dict[str, Any]]:
                             "c": c.sources,
                             "c_total": c.total,
                             "c_over_a": round(c.total / a.total, 3),
+                            "shipped": tick_s == SHIPPED_SCHEDULE_S,
                         }
                     )
     return rows
+
+
+def break_even_linger_s(target: float, queues: int = 1, seed: int = 1) -> float:
+    """The longest idle-instance linger (whole minutes) at which the shipped schedule keeps a `queues`-queue app on
+    Flex Consumption within `target` x the built-in trigger."""
+    policy, linger_s = shipped_policy(), 60.0
+    a = builtin_day(FLEX, queues, HostCosts(), seed).total
+    while (
+        app_day(FLEX, queues, SHIPPED_SCHEDULE_S, replace(HostCosts(), linger_s=linger_s + 60), policy, seed).total
+        <= target * a
+    ):
+        linger_s += 60
+    return linger_s
 
 
 def main() -> int:
     """`python -m bench.idle_sources`: the table into bench/results/idle_sources.json, and a summary."""
     rows = table()
     out = Path(__file__).resolve().parent / "results" / "idle_sources.json"
-    out.write_text(json.dumps({"costs": asdict(HostCosts()), "rows": rows}, indent=2) + "\n")
+    costs = asdict(HostCosts())
+    doc = {
+        "costs": costs,
+        "shipped_schedule_s": SHIPPED_SCHEDULE_S,
+        "break_even_linger_s": break_even_linger_s(TARGET),
+        "rows": rows,
+    }
+    out.write_text(json.dumps(doc, indent=2) + "\n")
     for r in rows:
         print(
             f"{r['plan']:<16} linger {r['linger_s'] / 60:>2.0f} min  {r['queues']:>2} queue(s)  "
