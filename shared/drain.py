@@ -33,7 +33,7 @@ from shared.envelope import ChunkMessage
 from shared.errors import MalformedEnvelope, Overloaded, ResourceMissing, StorageError, TriggerUnavailable
 from shared.events import Reason, TriggerEvent
 from shared.fair_slots import FairSlots
-from shared.lanes import Lane, LaneOrder
+from shared.lanes import Lane, LaneOrder, committed_in
 from shared.leases import DrainLease
 from shared.limits import HandlerLimits
 from shared.received import Received, epoch_ms, utcnow
@@ -332,7 +332,12 @@ class Drainer:
         self._lanes_listed_at = self.clock()
         self._handled_at_listing = self._handled
         lease, mid_drain = self._lease, self._lease is not None and self.report.messages > 0
-        woken = self.order.listed(await lane_queues.listed(self.s, self.queue_name), self.clock(), mid_drain=mid_drain)
+        found = await lane_queues.listed(self.s, self.queue_name)
+        for _, mark in found.values():  # a mark names the batch its submit committed: no manifest read for it
+            committed = committed_in(mark)
+            if committed is not None and self.s.committed.get(committed[0], now=self.clock()) != committed[1]:
+                self.s.committed.put(*committed, now=self.clock())
+        woken = self.order.listed(found, self.clock(), mid_drain=mid_drain)
         if woken and mid_drain and lease is not None:
             log.info("lanes of %s with new work: %s", self.queue_name, ", ".join(woken))
             for lane in woken:  # now, not after the pages every receiver has in hand

@@ -12,7 +12,7 @@ import time
 import uuid
 
 from shared.errors import ResourceMissing
-from shared.lanes import Lane, parse
+from shared.lanes import Lane, mark_text, parse
 from shared.runtime import Services
 from shared.storage import translated
 
@@ -32,9 +32,11 @@ async def listed(services: Services, partition: str) -> dict[str, tuple[Lane, st
     return found
 
 
-async def mark(services: Services, name: str) -> None:
-    """Say a submit wrote to the lane `name` (after its messages are stored)."""
-    stamp = f"{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}"
+async def mark(services: Services, name: str, committed: tuple[str, str] | None = None) -> None:
+    """Say a submit wrote to the lane `name` (after its messages are stored). `committed`: the batch id and the
+    attempt it committed, which a drainer that lists the mark takes as read (`shared.lanes.committed_in`), so the
+    batch's first chunk needs no manifest read."""
+    stamp = mark_text(int(time.time() * 1000), uuid.uuid4().hex[:8], committed)
     async with translated(f"mark {name}"):
         await services.storage.queue(name).set_queue_metadata({MARK: stamp})
 

@@ -152,3 +152,17 @@ class LaneOrder:
         state = self.lanes.get(name)
         if state is not None:
             state.due_at = now + self.recheck_s
+
+
+def mark_text(epoch_ms: int, nonce: str, committed: tuple[str, str] | None = None) -> str:
+    """A lane's mark: when and by which submit, and the batch and attempt it committed (queue metadata: ASCII)."""
+    stamp = f"{epoch_ms}-{nonce}"
+    return stamp if committed is None else f"{stamp}-{committed[0]}-{committed[1]}"
+
+
+def committed_in(mark: str | None) -> tuple[str, str] | None:
+    """The (batch id, attempt) a mark says was committed, or None for a mark that says none (or is not ours)."""
+    parts = (mark or "").split("-")
+    if len(parts) != 4 or not all(p.isascii() and p.isalnum() for p in parts[2:]):
+        return None
+    return parts[2], parts[3]

@@ -150,10 +150,15 @@ def another_instance(services: Services) -> Services:
     (its own clients, its own in-memory state), to contend for the same leases."""
     from shared.fallback_state import BackoffStore
     from shared.storage import Storage
+    from shared.verdicts import CommittedAttempts
 
     storage = Storage(services.settings, services.counter)
     return replace(
-        services, storage=storage, backoff=BackoffStore(storage, services.settings), draining=set(), committed={}
+        services,
+        storage=storage,
+        backoff=BackoffStore(storage, services.settings),
+        draining=set(),
+        committed=CommittedAttempts(),
     )
 
 

@@ -281,3 +281,30 @@ async def test_places_go_round_robin_by_lane_and_a_lane_with_nothing_in_service_
     # b's second chunk waited like any other, and got the first place that came free after a's turn.
     assert order.index("b1") <= 4, order
     assert slots.free == 2
+
+
+def test_a_mark_names_the_batch_and_attempt_its_submit_committed_and_nothing_else() -> None:
+    assert lanes.committed_in(lanes.mark_text(1_700_000_000_000, "ab12cd34", ("f" * 32, "0a1b2c3d4e5f"))) == (
+        "f" * 32,
+        "0a1b2c3d4e5f",
+    )
+    assert lanes.committed_in(lanes.mark_text(1_700_000_000_000, "ab12cd34")) is None  # a replay's mark
+    assert lanes.committed_in(None) is None
+    assert lanes.committed_in("1-2-batch id-x") is None, "only what a submit writes"
+
+
+async def test_a_drainer_takes_a_marked_batch_as_committed_without_reading_its_manifest(configure) -> None:
+    """A new tenant's first chunk waits for no manifest read: the listing that found its lane carried it."""
+    from tests.app.conftest import another_instance, drain_all
+
+    services = configure(publisher=RecordingPublisher(), HANDLER=RECORD)
+    batch_id = await submit_to(services, "m", 3, tenant="acme")
+    fresh = another_instance(services)  # a drainer process that has read no manifest
+    try:
+        report = await drain_all(fresh)
+    finally:
+        await fresh.storage.close()
+
+    assert report.items_ok == 3
+    assert report.transactions.get("blob.GetBlob", 0) == 0, report.transactions
+    assert (await read_batch_status(services, batch_id))["status"] == "completed"
