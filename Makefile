@@ -80,6 +80,7 @@ bench: setup
 	$(BIN)/python -m bench.idle_sources
 	$(BIN)/python -m bench.tracing_cost
 	$(BIN)/python -m bench.fairness
+	$(BIN)/python -m bench.fairness --items 300000 --no-rates --json bench/results/fairness-300k.json
 	$(BIN)/python -m bench.scale_out
 	$(BIN)/python -m bench
 

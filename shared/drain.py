@@ -49,8 +49,8 @@ STORAGE_RETRY_S = 10
 OVERLOAD_FIRST_S = 1.0  # the first pause when the handler says its downstream is overloaded, without Retry-After
 OVERLOAD_MAX_S = 60.0  # the longest pause (and the longest Retry-After honoured)
 PAUSE_MARGIN_S = 0.05  # after a pause, the chunks put back for it are visible again
-LANE_POLL_S = 0.1  # while draining, the lanes are listed again at most this often (a new tenant's wait) ...
-LANE_POLL_MESSAGES = 8  # ... and at most once per this many messages received ...
+LANE_POLL_S = 0.05  # while draining, the lanes are listed again at most this often (a new tenant's wait) ...
+LANE_POLL_MESSAGES = 4  # ... and at most once per this many messages received ...
 LANE_POLL_MAX_S = 1.0  # ... unless this long has passed
 LANE_WATCH_S = 0.025  # how often the watcher asks whether a listing is due (no I/O unless it is)
 
@@ -305,7 +305,7 @@ class Drainer:
 
     def _lanes_due(self) -> bool:
         """List the lanes again at most every LANE_POLL_S, and at most once per LANE_POLL_MESSAGES messages
-        handled unless LANE_POLL_MAX_S has passed: at most one transaction per 8 messages (2,000 items at the
+        handled unless LANE_POLL_MAX_S has passed: at most one transaction per 4 messages (1,000 items at the
         default chunk size) while the drain is fast, at least one a second while it is slow."""
         since = self.clock() - self._lanes_listed_at
         received = self._handled - self._handled_at_listing

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from typing import Any
 
 import pytest
 
+from shared import layout
 from shared.reports import read_batch_status
 from shared.submit import submit
 from tests.app import handlers
@@ -267,3 +269,35 @@ async def test_a_background_replay_whose_step_event_was_lost_is_published_again_
         app_functions, "replay_status", http_request("GET", "/api/poison/replay/0123", job_id="0123")
     )
     assert code == 404, missing
+
+
+async def test_a_replay_that_meets_service_bus_down_rings_its_doorbell_and_arms_its_look_once_it_answers(
+    configure, app_functions
+):
+    publisher = RecordingPublisher()
+    services = configure(
+        publisher=publisher, HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1", CHUNK_MAX_ITEMS="10"
+    )
+    done = await submit(
+        services, SALES, content_type="application/x-ndjson", content_encoding=None, idempotency_key=None
+    )
+    await drain_all(services)
+    services.handler = handlers.record
+    publisher.events.clear()
+    container = await services.storage.ensure_container(services.settings.state_container)
+    await container.delete_blob(layout.look_blob(services.settings.work_queue))  # its submit's chain has ended
+    publisher.down = True
+
+    body = json.dumps({"batch_id": done.manifest.batch_id}).encode()
+    code, replayed = await call(app_functions, "poison_replay", http_request("POST", "/api/poison/replay", body=body))
+    assert (code, replayed["replayed"]) == (200, 3)
+    assert services.deferred.pending() == [services.settings.work_queue], "this process keeps the doorbell"
+    publisher.down = False
+
+    for _ in range(100):
+        if len(publisher.events) == 2:
+            break
+        await asyncio.sleep(0.1)
+    assert publisher.reasons() == ["replay", "look"]
+    await drain_all(services)
+    assert (await read_batch_status(services, done.manifest.batch_id))["status"] == "completed"
