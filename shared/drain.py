@@ -336,7 +336,9 @@ class Drainer:
         for _, mark in found.values():  # a mark names the batch its submit committed: no manifest read for it
             committed = committed_in(mark)
             if committed is not None and self.s.committed.get(committed[0], now=self.clock()) != committed[1]:
-                self.s.committed.put(*committed, now=self.clock())
+                batch_id, attempt, accepted_ms = committed
+                self.s.committed.put(batch_id, attempt, now=self.clock())
+                self.chunks.accepted_ms[batch_id] = accepted_ms
         woken = self.order.listed(found, self.clock(), mid_drain=mid_drain)
         if woken and mid_drain and lease is not None:
             log.info("lanes of %s with new work: %s", self.queue_name, ", ".join(woken))

@@ -8,7 +8,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from contextlib import nullcontext
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from azure.storage.blob.aio import ContainerClient
@@ -40,19 +40,28 @@ class ChunkWork:
         self._manifest_reads: dict[str, asyncio.Future[Manifest]] = {}
         self._linked: set[str] = set()  # batches the drain session's span links to
         self.limits: HandlerLimits | None = None  # the session's share of the app-wide handler limits
+        # batch id -> accepted epoch ms, for batches taken as committed from their lane's mark (no manifest read)
+        self.accepted_ms: dict[str, int] = {}
 
     async def admission(self, header: ChunkHeader) -> Admission:
         committed = self.s.committed.get(header.batch_id, now=self.clock())
         if committed is not None:
+            marked = self.accepted_ms.pop(header.batch_id, None) if header.chunk == 0 and header.gen == 0 else None
+            if marked is not None and committed == header.attempt:
+                self._woke(datetime.fromtimestamp(marked / 1000, timezone.utc))
             return Admission.PROCESS if committed == header.attempt else Admission.STALE
         manifest = await self._manifest(header.batch_id)
         verdict = admit(manifest, header.attempt, now=utcnow(), staging_ttl_s=self.settings.staging_ttl_s)
         if verdict is Admission.PROCESS:
             self.s.committed.put(header.batch_id, manifest.attempt, now=self.clock())
             if header.chunk == 0 and header.gen == 0 and manifest.accepted_at is not None:
-                waited = utcnow() - datetime.fromisoformat(manifest.accepted_at)
-                metrics.WAKE_LATENCY.record(max(0.0, waited.total_seconds() * 1000), {"queue": self.queue})
+                self._woke(datetime.fromisoformat(manifest.accepted_at))
         return verdict
+
+    def _woke(self, accepted_at: datetime) -> None:
+        """A batch's first chunk is being handled: how long after its acceptance (the wake latency metric)."""
+        waited = utcnow() - accepted_at
+        metrics.WAKE_LATENCY.record(max(0.0, waited.total_seconds() * 1000), {"queue": self.queue})
 
     async def _manifest(self, batch_id: str) -> Manifest:
         """One read for all the chunks of a batch that arrive together (a staging manifest is read again later)."""

@@ -32,11 +32,13 @@ async def listed(services: Services, partition: str) -> dict[str, tuple[Lane, st
     return found
 
 
-async def mark(services: Services, name: str, committed: tuple[str, str] | None = None) -> None:
+async def mark(
+    services: Services, name: str, committed: tuple[str, str] | None = None, accepted_ms: int | None = None
+) -> None:
     """Say a submit wrote to the lane `name` (after its messages are stored). `committed`: the batch id and the
-    attempt it committed, which a drainer that lists the mark takes as read (`shared.lanes.committed_in`), so the
-    batch's first chunk needs no manifest read."""
-    stamp = mark_text(int(time.time() * 1000), uuid.uuid4().hex[:8], committed)
+    attempt it committed at `accepted_ms`, which a drainer that lists the mark takes as read
+    (`shared.lanes.committed_in`), so the batch's first chunk needs no manifest read."""
+    stamp = mark_text(accepted_ms or int(time.time() * 1000), uuid.uuid4().hex[:8], committed)
     async with translated(f"mark {name}"):
         await services.storage.queue(name).set_queue_metadata({MARK: stamp})
 

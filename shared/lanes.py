@@ -155,14 +155,18 @@ class LaneOrder:
 
 
 def mark_text(epoch_ms: int, nonce: str, committed: tuple[str, str] | None = None) -> str:
-    """A lane's mark: when and by which submit, and the batch and attempt it committed (queue metadata: ASCII)."""
+    """A lane's mark: when (for a submit's, the batch's acceptance) and by which writer, and the batch and attempt
+    a submit committed (queue metadata: ASCII)."""
     stamp = f"{epoch_ms}-{nonce}"
     return stamp if committed is None else f"{stamp}-{committed[0]}-{committed[1]}"
 
 
-def committed_in(mark: str | None) -> tuple[str, str] | None:
-    """The (batch id, attempt) a mark says was committed, or None for a mark that says none (or is not ours)."""
+def committed_in(mark: str | None) -> tuple[str, str, int] | None:
+    """The (batch id, attempt, accepted epoch ms) a mark says was committed, or None for a mark that says none
+    (or is not ours)."""
     parts = (mark or "").split("-")
-    if len(parts) != 4 or not all(p.isascii() and p.isalnum() for p in parts[2:]):
+    if len(parts) != 4 or not parts[0].isascii() or not parts[0].isdigit():
         return None
-    return parts[2], parts[3]
+    if not all(p.isascii() and p.isalnum() for p in parts[2:]):
+        return None
+    return parts[2], parts[3], int(parts[0])

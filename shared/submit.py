@@ -181,7 +181,8 @@ async def _submit(
     except PreconditionFailed:
         raise IdempotencyConflict("a concurrent request with the same Idempotency-Key took this batch over") from None
     await batch_index.record(container, manifest.accepted(accepted_at))
-    await mark_lanes(services, sorted(set(lanes)), (batch_id, manifest.attempt))
+    accepted_ms = int(accepted_at.timestamp() * 1000)
+    await mark_lanes(services, sorted(set(lanes)), (batch_id, manifest.attempt), accepted_ms)
     trigger = await ring(services, manifest, intake.encoded_bytes)
     manifest = manifest.accepted(accepted_at, trigger)
     # Only a deferral costs a second write; a manifest without `trigger` was announced.
@@ -194,12 +195,12 @@ async def _submit(
     return Submitted(manifest, trigger)
 
 
-async def mark_lanes(services: Services, lanes: Sequence[str], committed: tuple[str, str]) -> None:
+async def mark_lanes(services: Services, lanes: Sequence[str], committed: tuple[str, str], accepted_ms: int) -> None:
     """After the commit (a chunk taken before it would only be put back): a drainer that found a lane empty
     takes it again when it sees the mark move. Best effort: without it, the drainer looks again within 5 s
     (`shared.lanes.EMPTY_RECHECK_S`), and the doorbell covers an idle queue."""
     try:
-        await asyncio.gather(*(lane_queues.mark(services, name, committed) for name in lanes))
+        await asyncio.gather(*(lane_queues.mark(services, name, committed, accepted_ms) for name in lanes))
     except StorageError as e:
         log.warning("could not mark lanes %s: %s", ",".join(lanes), e)
 

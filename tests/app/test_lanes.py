@@ -287,6 +287,7 @@ def test_a_mark_names_the_batch_and_attempt_its_submit_committed_and_nothing_els
     assert lanes.committed_in(lanes.mark_text(1_700_000_000_000, "ab12cd34", ("f" * 32, "0a1b2c3d4e5f"))) == (
         "f" * 32,
         "0a1b2c3d4e5f",
+        1_700_000_000_000,
     )
     assert lanes.committed_in(lanes.mark_text(1_700_000_000_000, "ab12cd34")) is None  # a replay's mark
     assert lanes.committed_in(None) is None
