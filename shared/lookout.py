@@ -36,8 +36,10 @@ from typing import Any
 
 from shared import layout
 from shared.backoff import PollPolicy, capped_exponential_ms, decreased_ms, jittered_ms
+from shared.batches import is_batch_id
 from shared.errors import PreconditionFailed, ResourceConflict, ResourceMissing, StorageError, TriggerUnavailable
 from shared.events import Reason, TriggerEvent
+from shared.received import epoch_ms
 from shared.runtime import Services
 from shared.storage import read_json, write_json
 
@@ -57,7 +59,6 @@ class Chain:
     token: str | None = None  # the armed look's, or None once a look found the queue empty
     look_at_ms: int | None = None
     interval_ms: int = 0
-    sequence: int | None = None  # the scheduled message's, to cancel it
 
     def armed(self, now_ms: int) -> bool:
         return self.token is not None and self.look_at_ms is not None and now_ms < self.look_at_ms + GRACE_MS
@@ -67,35 +68,31 @@ class Chain:
             "token": self.token,
             "look_at_ms": self.look_at_ms,
             "interval_ms": self.interval_ms,
-            "sequence": self.sequence,
         }
 
     @classmethod
     def from_json(cls, doc: Any) -> Chain:
         if not isinstance(doc, dict):
             return cls()
-        token, at, interval, seq = (doc.get(k) for k in ("token", "look_at_ms", "interval_ms", "sequence"))
+        token, at, interval = (doc.get(k) for k in ("token", "look_at_ms", "interval_ms"))
         return cls(
             token=token if isinstance(token, str) else None,
             look_at_ms=at if isinstance(at, int) else None,
             interval_ms=interval if isinstance(interval, int) else 0,
-            sequence=seq if isinstance(seq, int) else None,
         )
 
     def view(self, now_ms: int) -> dict[str, Any]:
         """What `/api/queues` shows of it."""
+        armed = self.armed(now_ms)
         return {
-            "armed": self.armed(now_ms),
-            "next_look_in_ms": max(0, self.look_at_ms - now_ms) if self.armed(now_ms) and self.look_at_ms else None,
+            "armed": armed,
+            "next_look_in_ms": max(0, self.look_at_ms - now_ms) if armed and self.look_at_ms else None,
         }
 
 
 def is_token(value: str | None) -> bool:
-    return value is not None and len(value) == 32 and all(c in "0123456789abcdef" for c in value)
-
-
-def epoch_ms() -> int:
-    return int(time.time() * 1000)
+    """A look's token is a uuid4 in hex, the shape of a batch id."""
+    return value is not None and is_batch_id(value)
 
 
 async def read(services: Services, queue: str) -> tuple[Chain, str | None]:
@@ -138,7 +135,7 @@ async def schedule(services: Services, queue: str, chain: Chain, etag: str | Non
     token = uuid.uuid4().hex
     event = TriggerEvent(services.settings.account_name, queue, Reason.LOOK, token=token)
     sequence = await services.publisher.publish(event, at=datetime.fromtimestamp(look_at_ms / 1000, timezone.utc))
-    armed = Chain(token=token, look_at_ms=look_at_ms, interval_ms=interval_ms, sequence=sequence)
+    armed = Chain(token=token, look_at_ms=look_at_ms, interval_ms=interval_ms)
     container = await services.storage.ensure_container(services.settings.state_container)
     try:
         await write_json(container, layout.look_blob(queue), armed.to_json(), etag=etag, create_only=etag is None)

@@ -17,6 +17,7 @@ from shared import fallback, layout, lookout
 from shared.drain import drain_event
 from shared.errors import TriggerUnavailable
 from shared.events import Reason, TriggerEvent
+from shared.received import epoch_ms
 from shared.reports import read_batch_status, read_queue_status
 from shared.storage import write_json
 from shared.submit import submit
@@ -71,7 +72,7 @@ async def test_a_look_at_a_queue_left_empty_ends_the_chain_and_the_next_submit_a
     assert report.outcome == "look-idle"
     assert len(looks(services.publisher)) == 1, "an empty queue has nothing to lose: no next look"
     chain, _ = await lookout.read(services, services.settings.work_queue)
-    assert not chain.armed(lookout.epoch_ms())
+    assert not chain.armed(epoch_ms())
     await submit_one(services)
     assert len(looks(services.publisher)) == 2, "the next work arms the chain again"
 
@@ -130,7 +131,7 @@ async def test_a_submit_racing_the_look_that_ends_the_chain_is_never_left_withou
     assert racing, "the racing submit ran between the look's two reads"
     assert report.outcome == "look-work-arrived"
     chain, _ = await lookout.read(services, services.settings.work_queue)
-    assert chain.armed(lookout.epoch_ms())
+    assert chain.armed(epoch_ms())
     assert chain.token == looks(services.publisher)[-1][0].token
 
 
@@ -168,7 +169,7 @@ async def test_with_service_bus_down_the_look_is_armed_with_the_doorbell_once_it
 async def test_a_look_lost_beyond_the_grace_is_replaced_by_the_next_submit(services):
     queue = services.settings.work_queue
     container = await services.storage.ensure_container(services.settings.state_container)
-    long_ago = lookout.epoch_ms() - lookout.GRACE_MS - 1
+    long_ago = epoch_ms() - lookout.GRACE_MS - 1
     lost = lookout.Chain(token="0" * 32, look_at_ms=long_ago, interval_ms=FLOOR_MS)
     await write_json(container, layout.look_blob(queue), lost.to_json())
 
