@@ -26,6 +26,16 @@ async def call(app_functions: Any, name: str, request: Any) -> tuple[int, Any]:
     return response.status_code, json.loads(response.get_body())
 
 
+async def parked(services: Any) -> str:
+    """Submit the 30 sales and drain them: with the test's failing handler, r-7, r-17 and r-27 are parked.
+    Answers the batch id."""
+    done = await submit(
+        services, SALES, content_type="application/x-ndjson", content_encoding=None, idempotency_key=None
+    )
+    await drain_all(services)
+    return str(done.manifest.batch_id)
+
+
 async def test_parked_chunks_can_be_listed_inspected_and_replayed_once(configure, app_functions):
     publisher = RecordingPublisher()
     services = configure(
@@ -197,11 +207,8 @@ async def test_a_background_replay_runs_in_paced_steps_with_its_progress_in_its_
     services = configure(
         publisher=publisher, HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1", CHUNK_MAX_ITEMS="1"
     )
-    done = await submit(
-        services, SALES, content_type="application/x-ndjson", content_encoding=None, idempotency_key=None
-    )
-    await drain_all(services)
-    assert (await read_batch_status(services, done.manifest.batch_id))["items"]["failed"] == 3
+    batch_id = await parked(services)
+    assert (await read_batch_status(services, batch_id))["items"]["failed"] == 3
 
     bad = json.dumps({"background": "yes"}).encode()
     code, refused = await call(app_functions, "poison_replay", http_request("POST", "/api/poison/replay", body=bad))
@@ -209,7 +216,7 @@ async def test_a_background_replay_runs_in_paced_steps_with_its_progress_in_its_
     assert "background" in refused["error"]["message"]
 
     services.handler = handlers.record  # the cause is fixed
-    body = json.dumps({"batch_id": done.manifest.batch_id, "rate": 2, "background": True}).encode()
+    body = json.dumps({"batch_id": batch_id, "rate": 2, "background": True}).encode()
     response = await app_functions["poison_replay"](http_request("POST", "/api/poison/replay", body=body))
     started = json.loads(response.get_body())
     assert response.status_code == 202, started
@@ -235,7 +242,7 @@ async def test_a_background_replay_runs_in_paced_steps_with_its_progress_in_its_
     assert status["finished_at"] is not None
     assert served == 2, "no step is published after the job is done"
     await drain_all(services)
-    after = await read_batch_status(services, done.manifest.batch_id)
+    after = await read_batch_status(services, batch_id)
     assert after["items"] == {"total": 30, "succeeded": 30, "failed": 0, "pending": 0}
 
 
@@ -278,17 +285,14 @@ async def test_a_replay_that_meets_service_bus_down_rings_its_doorbell_and_arms_
     services = configure(
         publisher=publisher, HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1", CHUNK_MAX_ITEMS="10"
     )
-    done = await submit(
-        services, SALES, content_type="application/x-ndjson", content_encoding=None, idempotency_key=None
-    )
-    await drain_all(services)
+    batch_id = await parked(services)
     services.handler = handlers.record
     publisher.events.clear()
     container = await services.storage.ensure_container(services.settings.state_container)
     await container.delete_blob(layout.look_blob(services.settings.work_queue))  # its submit's chain has ended
     publisher.down = True
 
-    body = json.dumps({"batch_id": done.manifest.batch_id}).encode()
+    body = json.dumps({"batch_id": batch_id}).encode()
     code, replayed = await call(app_functions, "poison_replay", http_request("POST", "/api/poison/replay", body=body))
     assert (code, replayed["replayed"]) == (200, 3)
     assert services.deferred.pending() == [services.settings.work_queue], "this process keeps the doorbell"
@@ -300,4 +304,4 @@ async def test_a_replay_that_meets_service_bus_down_rings_its_doorbell_and_arms_
         await asyncio.sleep(0.1)
     assert publisher.reasons() == ["replay", "look"]
     await drain_all(services)
-    assert (await read_batch_status(services, done.manifest.batch_id))["status"] == "completed"
+    assert (await read_batch_status(services, batch_id))["status"] == "completed"
