@@ -58,9 +58,11 @@ reliability: setup
 	status=0; RELIABILITY_JSON=.devstack/reliability.json $(BIN)/python -m pytest -m faults || status=$$?; \
 	$(BIN)/python -m tests.faults.report .devstack/reliability.json RELIABILITY.md && exit $$status
 
+## make lint: ruff, and the import contracts of pyproject.toml (layers, no circles, the tools apart from the app)
 lint: $(PY_OK)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 format: $(PY_OK)
 	$(BIN)/ruff format .

@@ -9,12 +9,13 @@ import logging
 
 import azure.functions as func
 
-from shared import api, runtime, tracing
-from shared.dashboard import page as dashboard_page
-from shared.drain import drain_event
-from shared.errors import MalformedEvent
-from shared.events import TriggerEvent
-from shared.fallback import epoch_ms, poll
+from shared import api, runtime
+from shared.core.errors import MalformedEvent
+from shared.core.events import TriggerEvent
+from shared.ops.dashboard import page as dashboard_page
+from shared.router import route
+from shared.telemetry import tracing
+from shared.watch.fallback import epoch_ms, poll
 
 log = logging.getLogger("queue_drain")
 
@@ -97,7 +98,7 @@ async def openapi(req: func.HttpRequest) -> func.HttpResponse:
 async def drain(msg: func.ServiceBusMessage) -> None:
     try:
         event = TriggerEvent.decode(msg.get_body())
-        await drain_event(runtime.services(), event, tracing.from_event(msg.application_properties))
+        await route(runtime.services(), event, tracing.from_event(msg.application_properties))
     except MalformedEvent as e:
         # Raised on purpose: Service Bus redelivers it and dead-letters it after MaxDeliveryCount.
         log.error("malformed trigger event %s (delivery %s): %s", msg.message_id, msg.delivery_count, e)

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bench import idle, latency, machine, paired, plots, raw_limit, report, throughput
+from bench import idle, latency, machine, paired, plots, raw_limit, report, report_text, throughput
 from bench.config import FULL, QUICK, ROLES, BenchConfig, trigger_queue
 from bench.peers import PEERS
 from bench.stack import Stack
@@ -127,7 +127,7 @@ def write_report(document: dict[str, Any], name: str, *, markdown: bool) -> int:
     out.write_text(json.dumps(document, indent=1) + "\n")
     plots.write(document, RESULTS, prefix=name)
     if markdown:
-        (ROOT / "BENCHMARKS.md").write_text(report.markdown(document))
+        (ROOT / "BENCHMARKS.md").write_text(report_text.render(document))
     log.info("wrote %s", out.relative_to(ROOT))
     return 0
 

@@ -25,8 +25,8 @@ from typing import Any
 from bench.memory import peak_rss_mb
 from bench.window import steady_window
 from shared import runtime
-from shared.drain import Drainer
-from shared.settings import Settings
+from shared.core.settings import Settings
+from shared.engine.drainer import Drainer
 
 
 def cpu_seconds() -> float:

@@ -10,14 +10,14 @@ from functools import partial
 from azure.core.exceptions import ResourceExistsError
 from azure.storage.queue.aio import QueueClient
 
-from shared.metering import TransactionCounter
-from shared.storage import configured
+from shared.store.storage import configured
+from shared.telemetry.metering import TransactionCounter
 
 CONCURRENCY = 32
 
 
 def client(connection: str, queue: str, counter: TransactionCounter | None = None) -> QueueClient:
-    """A queue client configured as the app's own (`shared.storage.configured`), so the peers and the raw limit
+    """A queue client configured as the app's own (`shared.store.storage.configured`), so the peers and the raw limit
     pay the same HTTP stack per request as the app."""
     hook = counter.hook("queue") if counter is not None else None
     return configured(partial(QueueClient.from_connection_string, connection, queue, raw_request_hook=hook))

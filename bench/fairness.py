@@ -39,9 +39,9 @@ from bench.items import items, ndjson
 from bench.stack import Stack
 from bench.stats import summary
 from shared import runtime
-from shared.lanes import Lane
-from shared.settings import Settings
-from shared.submit import submit
+from shared.core.lanes import Lane
+from shared.core.settings import Settings
+from shared.intake.submit import submit
 
 log = logging.getLogger("bench.fairness")
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -17,9 +17,10 @@ from bench.config import app_env
 from bench.handlers import noop_items
 from bench.peers import PEERS
 from bench.peers.base import SimQueue
-from shared import metering, runtime
-from shared.fallback import poll
-from shared.settings import Settings
+from shared import runtime
+from shared.core.settings import Settings
+from shared.telemetry import metering
+from shared.watch.fallback import poll
 
 DAY_S = 86_400.0
 TICK_S = 60.0  # the default FALLBACK_SCHEDULE, 0 */1 * * * *

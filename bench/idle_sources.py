@@ -9,10 +9,10 @@ execution. This model adds those sources up for one simulated day:
 - (a) the built-in queue trigger: its polls while an instance is alive (the peer loop section 4 runs,
   `bench.idle.simulate_peer`, on a simulated day), the scale controller's queue probes, and the host's primary
   lock while an instance is alive;
-- (c) this app: the fallback's looks (the real `shared.backoff.PollPolicy` at the app's default settings,
+- (c) this app: the fallback's looks (the real `shared.core.backoff.PollPolicy` at the app's default settings,
   ticked on the timer's schedule), what a fresh instance reads before its first look, the host's secrets read at
   its start, the host's primary lock and the timer's singleton listener lock while an instance is alive, and the
-  look chain (`shared.lookout`): it runs only while a queue holds messages, so an idle day costs it the one look
+  look chain (`shared.watch.lookout`): it runs only while a queue holds messages, so an idle day costs it the one look
   that found the queue empty and ended it after the last work. Its Service Bus trigger costs Service Bus
   operations, not storage transactions (the scale controller reads the trigger queue's count from Service Bus).
 
@@ -32,7 +32,7 @@ from typing import Any
 
 from bench.idle import DAY_S, simulate_peer
 from bench.platform import setting_default
-from shared.backoff import PollPolicy
+from shared.core.backoff import PollPolicy
 
 
 @dataclass(frozen=True)
@@ -110,10 +110,10 @@ def shipped_policy() -> PollPolicy:
     )
 
 
-# A look at an idle partition (shared.fallback.poll_queue): one listing of its lanes and one depth read per lane;
+# A look at an idle partition (shared.watch.fallback.poll_queue): one listing of its lanes and one depth read per lane;
 # an app that never names a tenant or a priority has one lane per partition.
 LOOK_READS = 2
-# The look that ends a queue's chain after its last work (shared.lookout.look): the chain blob read, the partition
+# The look that ends a queue's chain after its last work (shared.watch.lookout.look): the chain blob read, the partition
 # looked at (LOOK_READS), the blob written unarmed, and the depth read again (LOOK_READS).
 CHAIN_END = 1 + LOOK_READS + 1 + LOOK_READS
 

@@ -4,9 +4,10 @@
 
 A deterministic, seeded, time-stepped discrete simulation. It answers one question the local benchmarks cannot:
 how long a backlog takes on Azure when the platform, not this machine, decides how many instances run. It drives
-the app's own policy code, not a copy of it: `shared.scaling.drainers_for_depth` with the defaults of
-`shared.settings.Settings` decides how many drainers a depth deserves, `shared.drain.SCALE_CHECK_S` how often the
-first drainer looks, `drain_budget_s` when a session ends with `continue`, and host.json's
+the app's own policy code, not a copy of it: `shared.engine.scaling.drainers_for_depth` with the defaults of
+`shared.core.settings.Settings` decides how many drainers a depth deserves,
+`shared.engine.drainer.SCALE_CHECK_S` how often the first drainer looks, `drain_budget_s` when a session ends
+with `continue`, and host.json's
 `extensions.serviceBus.maxConcurrentCalls` what the scale controller divides by. The peer is the built-in queue
 trigger on the same chunk messages, scaled by queue length / `batchSize`.
 
@@ -39,9 +40,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from shared.drain import SCALE_CHECK_S
-from shared.scaling import deserves_slot, drainers_for_depth
-from shared.settings import Settings
+from shared.core.settings import Settings
+from shared.engine.drainer import SCALE_CHECK_S
+from shared.engine.scaling import deserves_slot, drainers_for_depth
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -21,8 +21,8 @@ from azure.storage.queue.aio import QueueClient
 
 from bench import enqueue
 from bench.items import items
-from shared import envelope
-from shared.settings import Settings
+from shared.batch import envelope
+from shared.core.settings import Settings
 
 log = logging.getLogger(__name__)
 

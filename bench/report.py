@@ -1,4 +1,5 @@
-"""Headline figures, ratios and targets from a run's document, and BENCHMARKS.md written from them."""
+"""Headline figures, ratios and targets from a run's document (BENCHMARKS.md is written from them by
+`bench.report_text`)."""
 
 from __future__ import annotations
 
@@ -70,9 +71,3 @@ def fmt(value: float | None, digits: int = 1) -> str:
 
 def ms(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:,.0f}"
-
-
-def markdown(doc: dict[str, Any]) -> str:
-    from bench.report_text import render
-
-    return render(doc)

@@ -141,8 +141,9 @@ def section() -> str:
     rows += [
         "",
         "Over a drain the rate stays at or under the limit: the drainers' claims never add up to more "
-        "(`shared.limits`), and a drainer that joins waits for room. In any one second it may pass the limit by up "
-        "to one chunk per drainer, since each drainer's first chunk after a pause starts at once. With more "
+        "(`shared.engine.limits`), and a drainer that joins waits for room. In any one second it may pass the "
+        "limit by up to one chunk per drainer, since each drainer's first chunk after a pause starts at once. "
+        "With more "
         "drainers the observed rate falls below the limit while claims move toward their shares: a drainer that "
         "joins waits a count or two (a second each) for the others to give up room, which a drain of 12-16 s "
         "like these feels (4 drainers: about three quarters of the limit) and a longer one amortizes.",

@@ -67,7 +67,7 @@ def section() -> str:
         f"kept an instance, and with it the host's locks, alive all day: {minute['c_total']:,} a day, "
         f"{minute['c_over_a']:.2f}x (a). What the longer period does not give up: a queue that holds messages is "
         "looked at within the back-off interval (the floor, 1 minute, after work arrives; at most the ceiling, "
-        "30 minutes, while messages wait), by looks its work scheduled on Service Bus (`shared.lookout`), and "
+        "30 minutes, while messages wait), by looks its work scheduled on Service Bus (`shared.watch.lookout`), and "
         "an empty queue has nothing to look for. The timer remains the net for the case where Service Bus "
         "cannot carry the look itself (unreachable when the work arrived, and the process that accepted it "
         "died before it answered): then the work waits for the next tick, or for the next submit to that "

@@ -72,7 +72,7 @@ def model_part(model: dict[str, Any] | None) -> list[str]:
         "`bench.platform` is a seeded simulation of Flex Consumption draining one backlog: target-based scaling "
         "(desired instances = active trigger messages / target per instance, at most +4 per decision), cold "
         "starts, one vCPU per instance, the queue's 2,000 messages/s target, Service Bus delivery. It runs the "
-        "app's own policy code (`shared.scaling`, the settings' defaults, host.json). Every constant and its "
+        "app's own policy code (`shared.engine.scaling`, the settings' defaults, host.json). Every constant and its "
         "source or assumption is in `bench/platform.py`. (a) is the built-in queue trigger with one item per "
         "message, scaled by queue length / `batchSize`; (b) this app before issue 13 "
         f"(`maxConcurrentCalls` {before['max_concurrent_calls']}, at most {before['max_drainers_per_queue']} "

@@ -25,7 +25,7 @@ Functions host sources; added up per app below):
   about 8,640 a day per queue; on Consumption the platform's scale controller probes the queue itself.
 - queue-drain's push path costs Service Bus operations, not storage ones: one message per submit, plus a
   scheduled watchdog and its cancellation per drain session, and a scheduled look per queue per minute while
-  the queue holds messages (the look chain, `shared.lookout`). Its storage side is one GetBlob per submit, a
+  the queue holds messages (the look chain, `shared.watch.lookout`). Its storage side is one GetBlob per submit, a
   PutBlob when a submit arms it, and about 6 transactions per look (the chain blob read and written, the
   lanes listed, the depth, the leases). This run was measured before the chain existed (the commit in the
   header), so section 1 does not include it. Counted step by step from the code, not measured: for its
@@ -523,7 +523,7 @@ def rate_cause(doc: dict[str, Any], f: dict[str, Any], app: dict[str, Any]) -> l
         "below spreads over its last row: (i) the SDK's aiohttp transport, at its default `use_env_settings`, "
         "made two thread-pool hops per request to look up `~/.netrc` and the proxy environment, about a third of "
         "the CPU of each DeleteMessage; the app's clients now resolve the proxy once, when built "
-        "(`shared/proxies.py`), and the raw loop and the peers use the same client configuration, so the raw "
+        "(`shared/core/proxies.py`), and the raw loop and the peers use the same client configuration, so the raw "
         "limit rose with it; (ii) the collector ran after nearly every message (a message allocates about a "
         "thousand objects, Python collects every 700) and now and then walked the whole heap, 0.3-0.5 ms of CPU "
         "per message, now about 0.1 ms (`GC_GEN0_THRESHOLD`, 20,000 by default); (iii) the items' JSON: msgspec "

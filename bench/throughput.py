@@ -27,10 +27,11 @@ from bench.peers import PEERS
 from bench.peers.base import StorageQueue
 from bench.stats import full_drain_hours
 from devstack.host import ROOT
-from shared import metering, runtime
-from shared.metering import TransactionCounter
-from shared.settings import Settings
-from shared.submit import submit
+from shared import runtime
+from shared.core.settings import Settings
+from shared.intake.submit import submit
+from shared.telemetry import metering
+from shared.telemetry.metering import TransactionCounter
 
 log = logging.getLogger(__name__)
 

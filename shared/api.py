@@ -12,12 +12,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from shared import intake, lanes, metering, replay, replay_jobs, reports
-from shared.errors import LimitExceeded, MalformedRequest, RequestError, StorageError, StorageUnavailable
-from shared.intake import Limits
-from shared.lanes import Lane
+from shared.core import lanes
+from shared.core.errors import LimitExceeded, MalformedRequest, RequestError, StorageError, StorageUnavailable
+from shared.core.lanes import Lane
+from shared.intake.body import Limits, check_depth, loads
+from shared.intake.submit import submit
+from shared.ops import replay, replay_jobs, reports
 from shared.runtime import services
-from shared.submit import submit
+from shared.telemetry import metering
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +81,7 @@ def asked_for(
 
 
 def submit_lane(headers: Mapping[str, str], params: Mapping[str, str]) -> Lane:
-    """The tenant and priority a submit asks for (`shared.lanes`); a JSON 400 naming the rule otherwise."""
+    """The tenant and priority a submit asks for (`shared.core.lanes`); a JSON 400 naming the rule otherwise."""
     tenant = asked_for("tenant", lanes.checked_tenant, headers, params)
     priority = asked_for("priority", lanes.checked_priority, headers, params)
     return Lane("", tenant, priority)
@@ -118,7 +120,8 @@ async def submit_batch(body: bytes, headers: Mapping[str, str], params: Mapping[
 
 
 async def read(call: Callable[[], Awaitable[ApiResponse]]) -> ApiResponse:
-    """`answer` for a read route: its storage transactions are counted as reads (`shared.metering.reading`)."""
+    """`answer` for a read route: its storage transactions are counted as reads
+    (`shared.telemetry.metering.reading`)."""
     with metering.reading():
         return await answer(call)
 
@@ -185,8 +188,8 @@ def replay_request(body: bytes, limits: Limits) -> dict[str, Any]:
         text = body.decode("utf-8")
     except UnicodeDecodeError as e:
         raise MalformedRequest(f"body is not valid JSON: not UTF-8 (byte {e.start})") from None
-    intake.check_depth(text, limits)
-    doc = intake.loads(text, "body")
+    check_depth(text, limits)
+    doc = loads(text, "body")
     if not isinstance(doc, dict) or set(doc) - {"batch_id", "message_ids", "limit", "rate", "background"}:
         raise MalformedRequest(
             'body must be an object with optional "batch_id", "message_ids", "limit", "rate", "background"'
@@ -225,7 +228,7 @@ def replay_rate(rate: Any) -> float:
 async def poison_replay(body: bytes) -> ApiResponse:
     async def call() -> ApiResponse:
         found = services()
-        request = replay_request(body, intake.Limits.from_settings(found.settings))
+        request = replay_request(body, Limits.from_settings(found.settings))
         if request.pop("background", False):
             job = await replay_jobs.start(found, **request)
             return ApiResponse(202, job.view(), {"Location": replay_jobs.status_url(job.job_id)})

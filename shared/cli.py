@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from shared import waterfall
+from shared.ops import waterfall
 
 DEFAULT_URL = "http://localhost:7071"
 FOLLOW_EVERY_S = 0.5

@@ -1,4 +1,5 @@
-"""The process's settings (read once, at import of function_app) and its services, one set per event loop.
+"""The composition root: the process's settings (read once, at import of function_app) and its services, one
+set per event loop, wired here and nowhere else.
 
 Azure SDK aio clients belong to the loop that created them; the Functions worker runs every async
 function on one loop, so in production there is exactly one `Services`. Tests and tools that run
@@ -14,55 +15,22 @@ import logging
 import os
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared import telemetry
-from shared.deferrals import DeferredTriggers
-from shared.fallback_state import BackoffStore
-from shared.handlers import ChunkHandler, load_handler
-from shared.metering import TransactionCounter
-from shared.publisher import Publisher, ServiceBusPublisher
-from shared.settings import Settings, check_drain_budget, function_timeout_s
-from shared.storage import Storage
-from shared.verdicts import CommittedAttempts
+from shared.bus.publisher import ServiceBusPublisher
+from shared.core.settings import Settings, check_drain_budget, function_timeout_s
+from shared.handlers import load_handler
+from shared.services import Services
+from shared.store.fallback_state import BackoffStore
+from shared.store.storage import Storage
+from shared.telemetry import export
+from shared.telemetry.metering import TransactionCounter
+from shared.watch import lookout
 
 log = logging.getLogger(__name__)
 
 COUNTER = TransactionCounter()
 HOST_JSON = Path(__file__).resolve().parent.parent / "host.json"
-
-
-@dataclass
-class Services:
-    settings: Settings
-    storage: Storage
-    publisher: Publisher
-    handler: ChunkHandler
-    counter: TransactionCounter
-    backoff: BackoffStore
-    # (queue, slot) pairs this process is draining right now: a duplicate trigger costs no transaction.
-    draining: set[tuple[str, int]] = field(default_factory=set)
-    # batch id -> committed attempt, for batches whose manifest was read as accepted; bounded in size and age.
-    committed: CommittedAttempts = field(default_factory=CommittedAttempts)
-    # trigger events a submit could not publish, tried again from this process
-    deferred: DeferredTriggers = field(init=False)
-    # large submits being decoded and stored now (MAX_LARGE_SUBMITS)
-    large_submits: asyncio.Semaphore = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.deferred = DeferredTriggers(lambda: self.publisher, self.arm_looks)
-        self.large_submits = asyncio.Semaphore(self.settings.max_large_submits)
-
-    async def arm_looks(self, queue: str) -> bool:
-        from shared import lookout  # it serves these services
-
-        return await lookout.arm(self, queue)
-
-    async def close(self) -> None:
-        await self.deferred.close()
-        await self.publisher.close()
-        await self.storage.close()
 
 
 _settings: Settings | None = None
@@ -83,7 +51,7 @@ def load_settings() -> Settings:
 def start_telemetry() -> str:
     """Configure where spans and metrics go, once per process, before the first invocation (function_app.py
     calls it at import, as the Azure Monitor distro asks; `services()` calls it for tools and tests)."""
-    return telemetry.configure(load_settings(), COUNTER)
+    return export.configure(load_settings(), COUNTER)
 
 
 def configured_function_timeout_s(environ: Mapping[str, str], host_json: Path) -> float | None:
@@ -114,6 +82,7 @@ def services() -> Services:
         tune_gc(settings.gc_gen0_threshold)
         storage = Storage(settings, COUNTER)
         found = Services(
+            watch=lookout.arm,
             settings=settings,
             storage=storage,
             publisher=ServiceBusPublisher(settings),

@@ -30,7 +30,7 @@ from bench.handlers import noop_items, record_items
 from bench.memory import peak_rss_mb
 from bench.peers import PEERS
 from bench.peers.base import Handler, Message, Peer, StorageQueue
-from shared.metering import TransactionCounter
+from shared.telemetry.metering import TransactionCounter
 
 log = logging.getLogger(__name__)
 

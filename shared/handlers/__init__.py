@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from shared.errors import HandlerError
-from shared.errors import Overloaded as Overloaded  # for handlers: `raise Overloaded(retry_after_s=...)`
-from shared.settings import Settings
+from shared.core.errors import HandlerError
+from shared.core.errors import Overloaded as Overloaded  # for handlers: `raise Overloaded(retry_after_s=...)`
+from shared.core.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ import pytest
 from azure.storage.queue.aio import QueueClient
 
 from shared import runtime
-from shared.errors import TriggerUnavailable
-from shared.events import TriggerEvent
-from shared.runtime import Services
-from shared.settings import Settings
+from shared.core.errors import TriggerUnavailable
+from shared.core.events import TriggerEvent
+from shared.core.settings import Settings
+from shared.services import Services
 from tests.conftest import Names
 
 UNREACHABLE_SERVICEBUS = (
@@ -140,7 +140,7 @@ async def queue_depth(client: QueueClient) -> int:
 
 
 async def drain_all(services: Services, queue: str | None = None, **kwargs: Any) -> Any:
-    from shared.drain import Drainer
+    from shared.engine.drainer import Drainer
 
     return await Drainer(services, queue or services.settings.work_queue, **kwargs).run()
 
@@ -148,9 +148,9 @@ async def drain_all(services: Services, queue: str | None = None, **kwargs: Any)
 def another_instance(services: Services) -> Services:
     """A second, independent set of services on the same settings: what another Functions instance has
     (its own clients, its own in-memory state), to contend for the same leases."""
-    from shared.fallback_state import BackoffStore
-    from shared.storage import Storage
-    from shared.verdicts import CommittedAttempts
+    from shared.batch.verdicts import CommittedAttempts
+    from shared.store.fallback_state import BackoffStore
+    from shared.store.storage import Storage
 
     storage = Storage(services.settings, services.counter)
     return replace(

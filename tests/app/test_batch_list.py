@@ -17,13 +17,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared import batch_index, metering
-from shared.activity import ACTIVITY
-from shared.batch_index import IndexEntry
-from shared.costs import BUILTIN_PER_ITEM
-from shared.errors import MalformedRequest
-from shared.progress import batch_progress
-from shared.results import ResultEntry
+from shared.batch.results import ResultEntry
+from shared.core.errors import MalformedRequest
+from shared.ops.costs import BUILTIN_PER_ITEM
+from shared.ops.progress import batch_progress
+from shared.store import batch_index
+from shared.store.batch_index import IndexEntry
+from shared.telemetry import metering
+from shared.telemetry.activity import ACTIVITY
 from tests.app.conftest import RecordingPublisher, drain_all, http_request
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,7 +2,7 @@
 
 The operations are not listed by hand: the app runs its whole life against the real Azurite (submit with a
 claim-check chunk, drain with retries and parking, status and list reads, poison inspect and replay, the
-fallback), and its own metering policy (`shared.metering`, which names each request's billable operation)
+fallback), and its own metering policy (`shared.telemetry.metering`, which names each request's billable operation)
 records what it did. Each operation must be allowed by a role that infra/modules/roles.bicep assigns on the
 storage account, by the permissions table in tests/infra/roles.py.
 """
@@ -13,7 +13,7 @@ import json
 
 from azure.functions.timer import TimerRequest
 
-from shared.submit import submit
+from shared.intake.submit import submit
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher, drain_all, http_request
 from tests.infra import roles

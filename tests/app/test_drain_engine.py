@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 
-from shared import envelope, layout, poison, results
-from shared.drain import Drainer
-from shared.events import Reason
-from shared.reports import read_batch_status
-from shared.result_store import read_records
-from shared.runtime import Services
-from shared.submit import claim, prepare, store, submit
+from shared.batch import envelope, poison, results
+from shared.core import layout
+from shared.core.events import Reason
+from shared.engine.drainer import Drainer
+from shared.intake.submit import claim, prepare, store, submit
+from shared.ops.reports import read_batch_status
+from shared.services import Services
+from shared.store.result_store import read_records
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher, another_instance, drain_all, queue_depth, with_settings
 
@@ -289,7 +290,7 @@ async def test_an_idempotency_key_returns_the_same_batch_and_enqueues_nothing_tw
 
 
 async def test_an_idempotency_key_reused_with_another_body_is_a_conflict(configure):
-    from shared.errors import IdempotencyConflict
+    from shared.core.errors import IdempotencyConflict
 
     services = configure()
     await submit_ids(services, ["k-1"], key="k")
@@ -299,9 +300,9 @@ async def test_an_idempotency_key_reused_with_another_body_is_a_conflict(configu
 
 
 async def test_a_submission_that_stopped_halfway_resumes_with_its_key_and_no_item_is_handled_twice(configure):
-    from shared.batches import Manifest, State, items_digest, new_attempt, new_batch_id
-    from shared.chunking import plan_chunks
-    from shared.intake import encode_item
+    from shared.batch.batches import Manifest, State, items_digest, new_attempt, new_batch_id
+    from shared.batch.chunking import plan_chunks
+    from shared.intake.body import encode_item
 
     services = configure(HANDLER="tests.app.handlers:record", CHUNK_MAX_ITEMS="10")
     ids = [f"h-{i}" for i in range(40)]
@@ -401,8 +402,8 @@ async def test_partitions_spread_chunks_over_queues_each_with_its_own_event_and_
 
 async def test_a_drain_that_storage_stops_comes_back_later_instead_of_burning_its_deliveries(configure):
     from devstack.azurite import AzuritePorts, connection_string
-    from shared.drain import drain_event
-    from shared.events import TriggerEvent
+    from shared.core.events import TriggerEvent
+    from shared.router import route
 
     publisher = RecordingPublisher()
     services = configure(publisher=publisher)
@@ -412,7 +413,7 @@ async def test_a_drain_that_storage_stops_comes_back_later_instead_of_burning_it
     )))  # fmt: skip
     event = TriggerEvent(services.settings.account_name, services.settings.work_queue, Reason.SUBMITTED)
 
-    report = await drain_event(down, event)
+    report = await route(down, event)
     await down.storage.close()
 
     assert report.outcome == "storage-failed"

@@ -16,12 +16,12 @@ from azure.storage.queue.aio import QueueClient
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared import poison_index
-from shared.drain import Drainer
-from shared.events import Reason, TriggerEvent
-from shared.publisher import TriggerUnavailable
-from shared.submit import submit
-from shared.verdicts import CommittedAttempts
+from shared.batch.verdicts import CommittedAttempts
+from shared.bus.publisher import TriggerUnavailable
+from shared.core.events import Reason, TriggerEvent
+from shared.engine.drainer import Drainer
+from shared.intake.submit import submit
+from shared.store import poison_index
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher, drain_all
 from tests.app.test_drain_engine import poison_messages, submit_ids
@@ -101,7 +101,7 @@ async def test_work_and_poison_messages_never_expire_on_their_own(configure):
     assert parked.expires_on >= NEVER, parked.expires_on
     assert len(await poison_messages(services)) == 1
 
-    from shared import replay
+    from shared.ops import replay
 
     await replay.replay(services)
     (replayed,) = await work.peek_messages(max_messages=32)
@@ -155,10 +155,10 @@ async def test_a_failed_watchdog_reschedule_keeps_the_previous_watchdog(configur
 async def test_a_resumed_submit_is_judged_by_its_own_attempt_not_the_first_one(configure):
     """The first attempt began two hours ago and stopped; the key's retry comes now. A drainer that meets a
     chunk of the retry while it is still enqueueing must wait for it, not discard it as abandoned."""
-    from shared.batches import Manifest, State, items_digest, new_attempt, new_batch_id
-    from shared.chunking import plan_chunks
-    from shared.intake import encode_item
-    from shared.submit import claim, prepare, store
+    from shared.batch.batches import Manifest, State, items_digest, new_attempt, new_batch_id
+    from shared.batch.chunking import plan_chunks
+    from shared.intake.body import encode_item
+    from shared.intake.submit import claim, prepare, store
     from tests.app.test_drain_engine import SALE
 
     services = configure(HANDLER="tests.app.handlers:record", CHUNK_MAX_ITEMS="10", STAGING_TTL_S="3600")
@@ -221,7 +221,7 @@ async def parked_then_fixed(configure, handler: str) -> tuple[Any, str]:
 
 
 async def counts(services: Any, batch_id: str) -> dict[str, int]:
-    from shared.reports import read_batch_status
+    from shared.ops.reports import read_batch_status
 
     return (await read_batch_status(services, batch_id))["items"]
 
@@ -229,7 +229,7 @@ async def counts(services: Any, batch_id: str) -> dict[str, int]:
 async def test_a_duplicate_parked_copy_is_not_replayed_once_its_items_are_no_longer_failed(configure, fixable_handler):
     """The same parked chunk twice in the poison queue (a send repeated after a crash): the second copy's
     parent no longer holds its items as failed, so it is skipped, and the item is counted once."""
-    from shared import replay
+    from shared.ops import replay
 
     services, batch_id = await parked_then_fixed(configure, fixable_handler)
     poison = services.storage.queue(services.settings.poison_queue(services.settings.work_queue))
@@ -257,7 +257,9 @@ async def test_a_replay_meeting_a_concurrent_change_of_the_parent_record_reads_i
     """Between the replay's read of the parent record and its conditional write, another writer rewrites the
     record (a concurrent replay, or a redelivery's group commit). The write's precondition fails; the replay
     must read again and move the items, not go on with them still failed (they would count twice)."""
-    from shared import replay, results, storage
+    from shared.batch import results
+    from shared.ops import replay
+    from shared.store import storage
 
     services, batch_id = await parked_then_fixed(configure, fixable_handler)
     real_read = storage.read_json
@@ -378,8 +380,8 @@ async def test_a_message_left_behind_by_a_failed_extension_gets_a_wake_up_for_wh
 
 
 async def test_a_message_left_behind_by_a_failed_result_write_gets_a_wake_up(configure, monkeypatch):
-    from shared.errors import StorageUnavailable
-    from shared.result_store import ResultWriter
+    from shared.core.errors import StorageUnavailable
+    from shared.store.result_store import ResultWriter
 
     publisher = RecordingPublisher()
     services = configure(publisher=publisher, HANDLER="tests.app.handlers:record", VISIBILITY_TIMEOUT_S="4")
@@ -460,8 +462,8 @@ async def test_a_retried_part_of_an_inline_chunk_that_needs_a_claim_check_keeps_
     import json
     import random
 
-    from shared import layout
-    from shared.reports import read_batch_status
+    from shared.core import layout
+    from shared.ops.reports import read_batch_status
     from tests.app.test_drain_engine import result_positions
 
     services = configure(HANDLER="tests.app.handlers:mixed", CHUNK_MAX_ITEMS="4")
@@ -501,9 +503,9 @@ async def test_a_retried_part_of_an_inline_chunk_that_needs_a_claim_check_keeps_
 def test_no_chunk_ever_counts_more_settled_items_than_it_holds(sizes: list[int], data: st.DataObject) -> None:
     """Whatever records the listing holds (lineages overlapping after a stale replay, duplicates), the status
     never says more items succeeded than a chunk holds."""
-    from shared.batches import Manifest, State
-    from shared.results import ResultEntry
-    from shared.status import batch_status
+    from shared.batch.batches import Manifest, State
+    from shared.batch.results import ResultEntry
+    from shared.ops.status import batch_status
 
     manifest = Manifest(
         "b" * 32, "a", State.ACCEPTED, sum(sizes), tuple(sizes), ("q",), "d", "2026-01-01T00:00:00+00:00"

@@ -7,12 +7,13 @@ import time
 
 from azure.functions.timer import TimerRequest
 
-from shared import layout, metering
-from shared.events import Reason
-from shared.fallback import poll
-from shared.leases import DrainLease
-from shared.reports import read_batch_status
-from shared.submit import submit
+from shared.core import layout
+from shared.core.events import Reason
+from shared.intake.submit import submit
+from shared.ops.reports import read_batch_status
+from shared.store.leases import DrainLease
+from shared.telemetry import metering
+from shared.watch.fallback import poll
 from tests.app.conftest import RecordingPublisher, another_instance, drain_all
 
 NDJSON = b'{"id":"f-1","amount":"5.00","currency":"EUR","author":"a","distributor":"d"}\n'
@@ -114,7 +115,7 @@ async def test_back_off_state_survives_a_restart_through_its_blob(configure):
 async def test_a_deferral_makes_the_fallback_look_at_its_queue_at_its_next_tick(configure):
     """Push drains kept the queue empty, so the fallback's back-off sat at its ceiling (30 minutes); a batch
     accepted while Service Bus is down must not wait for it."""
-    from shared.backoff import PollState
+    from shared.core.backoff import PollState
 
     publisher = RecordingPublisher(down=True)
     services = configure(publisher=publisher)

@@ -17,11 +17,11 @@ import pytest
 from azure.functions.servicebus import ServiceBusMessage as FunctionsMessage
 from azure.servicebus.aio import ServiceBusClient
 
-from shared import results
-from shared.errors import MalformedEvent
-from shared.events import Reason, TriggerEvent
-from shared.publisher import ServiceBusPublisher
-from shared.result_store import read_records
+from shared.batch import results
+from shared.bus.publisher import ServiceBusPublisher
+from shared.core.errors import MalformedEvent
+from shared.core.events import Reason, TriggerEvent
+from shared.store.result_store import read_records
 from tests.app.conftest import http_request
 
 

@@ -1,4 +1,4 @@
-"""Tenants and priority: lanes on the real Azurite, taken in the order `shared.lanes` promises.
+"""Tenants and priority: lanes on the real Azurite, taken in the order `shared.core.lanes` promises.
 
 Service Bus is the recording publisher (see conftest); the drain engine, the submit path and the API are the
 app's own against real storage.
@@ -12,13 +12,14 @@ import time
 
 import pytest
 
-from shared import api, lanes
-from shared.drain import Drainer
+from shared import api
+from shared.core import lanes
+from shared.core.lanes import HIGH_BURST, Lane, LaneOrder, Priority
+from shared.engine.drainer import Drainer
 from shared.handlers import ChunkContext
-from shared.lanes import HIGH_BURST, Lane, LaneOrder, Priority
-from shared.reports import read_batch_status, read_queue_status
-from shared.runtime import Services
-from shared.submit import submit
+from shared.intake.submit import submit
+from shared.ops.reports import read_batch_status, read_queue_status
+from shared.services import Services
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher
 
@@ -258,7 +259,7 @@ async def test_a_tenant_given_as_header_or_query_reaches_its_lane(configure) -> 
 
 
 async def test_places_go_round_robin_by_lane_and_a_lane_with_nothing_in_service_never_waits() -> None:
-    from shared.fair_slots import FairSlots
+    from shared.engine.fair_slots import FairSlots
 
     slots = FairSlots(2, "q")
     order: list[str] = []

@@ -1,11 +1,11 @@
-"""The handler limits' arithmetic (`shared.limits`), by hand cases; tests/faults/test_limits.py holds them on two
+"""The handler limits' arithmetic (`shared.engine.limits`), by hand cases; tests/faults/test_limits.py holds them on two
 real hosts."""
 
 from __future__ import annotations
 
 import pytest
 
-from shared.limits import Claim, Pacer, claim_for, in_flight_share
+from shared.engine.limits import Claim, Pacer, claim_for, in_flight_share
 
 
 @pytest.mark.parametrize("limit", [1, 2, 7, 16])

@@ -1,4 +1,4 @@
-"""The fallback's look chain (shared.lookout) on the real Azurite: armed by work, ended by an empty queue, never
+"""The fallback's look chain (shared.watch.lookout) on the real Azurite: armed by work, ended by an empty queue, never
 left unarmed while a queue holds messages.
 
 Events go to a recording publisher (tests/app/conftest.py says why): these tests must see which looks were
@@ -13,14 +13,15 @@ import time
 
 import pytest
 
-from shared import fallback, layout, lookout
-from shared.drain import drain_event
-from shared.errors import TriggerUnavailable
-from shared.events import Reason, TriggerEvent
-from shared.received import epoch_ms
-from shared.reports import read_batch_status, read_queue_status
-from shared.storage import write_json
-from shared.submit import submit
+from shared.core import layout
+from shared.core.errors import TriggerUnavailable
+from shared.core.events import Reason, TriggerEvent
+from shared.intake.submit import submit
+from shared.ops.reports import read_batch_status, read_queue_status
+from shared.router import route
+from shared.store.received import epoch_ms
+from shared.store.storage import write_json
+from shared.watch import fallback, inspect, lookout
 from tests.app.conftest import RecordingPublisher, another_instance, drain_all
 
 NDJSON = b'{"id":"l-1","amount":"5.00","currency":"EUR","author":"a","distributor":"d"}\n'
@@ -67,7 +68,7 @@ async def test_a_look_at_a_queue_left_empty_ends_the_chain_and_the_next_submit_a
     await drain_all(services)
     [(first, _)] = looks(services.publisher)
 
-    report = await drain_event(services, first)
+    report = await route(services, first)
 
     assert report.outcome == "look-idle"
     assert len(looks(services.publisher)) == 1, "an empty queue has nothing to lose: no next look"
@@ -81,7 +82,7 @@ async def test_a_look_finds_work_whose_doorbell_was_lost_calls_a_drainer_and_kee
     batch_id = await submit_one(services)  # its `submitted` event is recorded, never delivered: lost
     [(first, _)] = looks(services.publisher)
 
-    report = await drain_event(services, first)
+    report = await route(services, first)
 
     assert report.outcome == "look-triggered"
     assert others(services.publisher)[-1] == "fallback"
@@ -89,13 +90,13 @@ async def test_a_look_finds_work_whose_doorbell_was_lost_calls_a_drainer_and_kee
     assert 0 < ahead_s <= FLOOR_MS / 1000, "work found: the next look at the floor"
     await drain_all(services, reason=Reason.FALLBACK)
     assert (await read_batch_status(services, batch_id))["status"] == "completed"
-    assert (await drain_event(services, second)).outcome == "look-idle"
-    assert (await drain_event(services, first)).outcome == "look-superseded", "a look delivered twice acts once"
+    assert (await route(services, second)).outcome == "look-idle"
+    assert (await route(services, first)).outcome == "look-superseded", "a look delivered twice acts once"
 
 
 async def test_messages_that_only_wait_out_a_retry_delay_are_looked_at_less_and_less_often(configure):
-    from shared.backoff import PollPolicy
-    from shared.settings import Decrease
+    from shared.core.backoff import PollPolicy
+    from shared.core.settings import Decrease
 
     policy = PollPolicy(floor_ms=1_000, ceiling_ms=5_000, exponent=2.0, jitter=0.0, decrease=Decrease.RESET)
     intervals = [lookout.next_interval_ms("waiting", 0, policy)]
@@ -112,7 +113,7 @@ async def test_a_submit_racing_the_look_that_ends_the_chain_is_never_left_withou
     await submit_one(services)
     await drain_all(services)
     [(first, _)] = looks(services.publisher)
-    real_inspect = fallback.inspect
+    real_inspect = inspect.inspect
     racing: list[str] = []
     elsewhere = another_instance(services)
 
@@ -121,10 +122,10 @@ async def test_a_submit_racing_the_look_that_ends_the_chain_is_never_left_withou
         racing.append(await submit_one(elsewhere))
         return found
 
-    monkeypatch.setattr(fallback, "inspect", inspect_then_a_submit_lands)
+    monkeypatch.setattr(inspect, "inspect", inspect_then_a_submit_lands)
 
     try:
-        report = await drain_event(services, first)
+        report = await route(services, first)
     finally:
         await elsewhere.storage.close()
 
@@ -141,11 +142,11 @@ async def test_a_look_that_cannot_arm_the_next_one_fails_so_service_bus_delivers
     services.publisher.down = True
 
     with pytest.raises(TriggerUnavailable):
-        await drain_event(services, first)  # work found, drained here, but the next look cannot be sent
+        await route(services, first)  # work found, drained here, but the next look cannot be sent
 
     assert (await read_batch_status(services, batch_id))["status"] == "completed", "drained here meanwhile"
     services.publisher.down = False
-    assert (await drain_event(services, first)).outcome == "look-idle", "the redelivered look still counts"
+    assert (await route(services, first)).outcome == "look-idle", "the redelivered look still counts"
 
 
 async def test_with_service_bus_down_the_look_is_armed_with_the_doorbell_once_it_answers(services):
@@ -178,7 +179,7 @@ async def test_a_look_lost_beyond_the_grace_is_replaced_by_the_next_submit(servi
     [(armed, _)] = looks(services.publisher)
     assert armed.token != lost.token
     stale = TriggerEvent(services.settings.account_name, queue, Reason.LOOK, token=lost.token)
-    assert (await drain_event(services, stale)).outcome == "look-superseded"
+    assert (await route(services, stale)).outcome == "look-superseded"
 
 
 async def test_the_timer_arms_a_chain_for_work_it_finds_unwatched(services):
@@ -207,9 +208,9 @@ async def test_queue_status_shows_whether_a_look_is_armed(services):
 
 
 async def test_a_look_event_without_its_token_is_malformed(services):
-    from shared.errors import MalformedEvent
+    from shared.core.errors import MalformedEvent
 
     bare = TriggerEvent(services.settings.account_name, services.settings.work_queue, Reason.LOOK)
     with pytest.raises(MalformedEvent, match="token"):
-        await drain_event(services, bare)
+        await route(services, bare)
     assert TriggerEvent.decode(TriggerEvent(bare.account, bare.queue, Reason.LOOK, token="a" * 32).encode()).token

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shared import metering
-from shared.submit import submit
+from shared.intake.submit import submit
+from shared.telemetry import metering
 from tests.app.conftest import RecordingPublisher, drain_all
 
 SALES = b"".join(

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from shared import layout
-from shared.reports import read_batch_status
-from shared.submit import submit
+from shared.core import layout
+from shared.intake.submit import submit
+from shared.ops.reports import read_batch_status
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher, drain_all, http_request
 
@@ -125,8 +125,10 @@ async def test_inspecting_parked_chunks_hides_nothing_costs_a_few_calls_and_repl
     and leaves every message visible; a replay of the batch that runs while others inspect finds all 40."""
     import asyncio
 
-    from shared import metering, poison_index, replay
-    from shared.errors import NotFound
+    from shared.core.errors import NotFound
+    from shared.ops import replay
+    from shared.store import poison_index
+    from shared.telemetry import metering
 
     services = configure(publisher=RecordingPublisher(), HANDLER="tests.app.handlers:mixed", CHUNK_MAX_ITEMS="1")
     ids = [f"perm-{i}" for i in range(40)]
@@ -198,9 +200,9 @@ async def test_a_paced_replay_spaces_its_chunks_and_takes_what_its_pace_allows_i
 async def test_a_background_replay_runs_in_paced_steps_with_its_progress_in_its_status(
     configure, app_functions, monkeypatch
 ):
-    from shared import replay_jobs
-    from shared.drain import drain_event
-    from shared.events import Reason
+    from shared.core.events import Reason
+    from shared.ops import replay_jobs
+    from shared.router import route
 
     monkeypatch.setattr(replay_jobs, "STEP_S", 0.5)  # at 2 chunks/s: 2 chunks a step, so 3 take two steps
     publisher = RecordingPublisher()
@@ -229,7 +231,7 @@ async def test_a_background_replay_runs_in_paced_steps_with_its_progress_in_its_
 
     served = 0
     while served < len(steps_published()):  # what the drain function does with each step event
-        report = await drain_event(services, steps_published()[served])
+        report = await route(services, steps_published()[served])
         assert report.outcome == "replay-step"
         served += 1
         code, status = await call(
@@ -249,9 +251,9 @@ async def test_a_background_replay_runs_in_paced_steps_with_its_progress_in_its_
 async def test_a_background_replay_whose_step_event_was_lost_is_published_again_when_its_status_is_read(
     configure, app_functions
 ):
-    from shared import replay_jobs
-    from shared.events import Reason
-    from shared.storage import read_json, write_json
+    from shared.core.events import Reason
+    from shared.ops import replay_jobs
+    from shared.store.storage import read_json, write_json
 
     publisher = RecordingPublisher(down=True)
     services = configure(publisher=publisher)

@@ -16,8 +16,8 @@ import pytest
 from azure.core.exceptions import HttpResponseError
 from azure.storage.queue.aio import QueueClient, QueueServiceClient
 
-from shared.errors import StorageError
-from shared.proxies import env_proxies
+from shared.core.errors import StorageError
+from shared.core.proxies import env_proxies
 
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY")
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from azure.identity.aio import DefaultAzureCredential
 
-from shared.errors import TriggerUnavailable
-from shared.events import Reason, TriggerEvent
-from shared.publisher import ServiceBusPublisher
-from shared.settings import Settings
+from shared.bus.publisher import ServiceBusPublisher
+from shared.core.errors import TriggerUnavailable
+from shared.core.events import Reason, TriggerEvent
+from shared.core.settings import Settings
 
 IDENTITY = {
     "TRIGGER_QUEUE": "t",

@@ -11,8 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared import envelope, fastjson, layout, results
-from shared.backoff import (
+from shared.batch import envelope, results
+from shared.batch.batches import Admission, Manifest, State, admit, items_digest, new_batch_id
+from shared.batch.chunking import plan_chunks
+from shared.batch.results import ResultEntry
+from shared.batch.settlement import settle
+from shared.core import fastjson, layout
+from shared.core.backoff import (
     PollPolicy,
     capped_exponential_ms,
     decreased_ms,
@@ -20,18 +25,14 @@ from shared.backoff import (
     randomized_exponential_ms,
     retry_delay_ms,
 )
-from shared.batches import Admission, Manifest, State, admit, items_digest, new_batch_id
-from shared.chunking import plan_chunks
-from shared.errors import MalformedEnvelope, MalformedEvent
-from shared.events import Reason, TriggerEvent
+from shared.core.errors import MalformedEnvelope, MalformedEvent
+from shared.core.events import Reason, TriggerEvent
+from shared.core.settings import INLINE_MAX_BYTES, Decrease
+from shared.engine.scaling import drainers_for_depth, wakeup_for
 from shared.handlers import ItemOutcome
 from shared.handlers.billing import InvalidItem, parse_amount, split
-from shared.metering import classify
-from shared.results import ResultEntry
-from shared.scaling import drainers_for_depth, wakeup_for
-from shared.settings import INLINE_MAX_BYTES, Decrease
-from shared.settlement import settle
-from shared.status import batch_status
+from shared.ops.status import batch_status
+from shared.telemetry.metering import classify
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=20),
@@ -466,7 +467,7 @@ def test_every_message_left_behind_has_a_wake_up_after_it_is_visible_within_the_
     ],
 )
 def test_secrets_are_masked_in_free_text(text):
-    from shared.redact import redact
+    from shared.core.redact import redact
 
     masked = redact(text)
     for secret in ("Eby8vdM02xNOcqFl", "abc/def+ghi", "AbCd%2Fef", "eyJ0eXAiOiJKV1Qi"):

@@ -9,9 +9,9 @@ import logging
 
 import pytest
 
-from shared import drain_wakeups, rates
-from shared.reports import read_queue_status
-from shared.submit import submit
+from shared.engine import rates, wakeups
+from shared.intake.submit import submit
+from shared.ops.reports import read_queue_status
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher, drain_all
 
@@ -55,7 +55,7 @@ async def test_a_queue_near_its_target_is_reported_with_the_partitions_to_add(co
     """Azurite here cannot reach 2,000 messages/s, so the target is lowered to 10/s for this test (and the
     rate a drainer writes from, to 1/s); the measuring, writing, summing and advising are the app's own."""
     monkeypatch.setattr(rates, "QUEUE_TARGET_PER_S", 10)
-    monkeypatch.setattr(drain_wakeups, "REPORT_FROM_PER_S", 1.0)
+    monkeypatch.setattr(wakeups, "REPORT_FROM_PER_S", 1.0)
     services = configure(
         publisher=RecordingPublisher(),
         HANDLER="tests.app.handlers:record",
@@ -65,7 +65,7 @@ async def test_a_queue_near_its_target_is_reported_with_the_partitions_to_add(co
     )
     handlers.on_chunk.append(paced)
     await submit(services, items(300), content_type="application/x-ndjson", content_encoding=None, idempotency_key=None)
-    caplog.set_level(logging.WARNING, logger="shared.drain")
+    caplog.set_level(logging.WARNING, logger="shared.engine.drainer")
     draining = asyncio.create_task(drain_all(services))
     await asyncio.sleep(6.5)  # past the first lease renewal (every LEASE_S / 3 = 5 s)
     [partition] = (await read_queue_status(services))["partitions"]

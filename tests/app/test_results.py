@@ -7,12 +7,12 @@ import asyncio
 import pytest
 from azure.storage.blob.aio import ContainerClient
 
-from shared import envelope, results
-from shared.errors import StorageError
+from shared.batch import envelope, results
+from shared.batch.settlement import ResultRecord, settle
+from shared.core.errors import StorageError
 from shared.handlers import ItemOutcome
-from shared.reports import read_batch_status
-from shared.result_store import ResultWriter, list_entries, read_records
-from shared.settlement import ResultRecord, settle
+from shared.ops.reports import read_batch_status
+from shared.store.result_store import ResultWriter, list_entries, read_records
 from tests.app.conftest import drain_all
 from tests.app.test_drain_engine import submit_ids
 

@@ -9,8 +9,8 @@ from decimal import Decimal
 import pytest
 
 from shared import runtime
-from shared.errors import HandlerError, SettingsError
-from shared.settings import Decrease, Settings
+from shared.core.errors import HandlerError, SettingsError
+from shared.core.settings import Decrease, Settings
 
 BASE = {
     "AzureWebJobsStorage": "UseDevelopmentStorage=true",

@@ -17,8 +17,8 @@ from azure.core.exceptions import HttpResponseError
 from azure.storage.queue.aio import QueueClient
 
 from shared import api
-from shared.drain import Drainer
-from shared.reports import read_batch_status
+from shared.engine.drainer import Drainer
+from shared.ops.reports import read_batch_status
 from tests.app.conftest import RecordingPublisher, queue_depth
 
 ITEMS = [{"id": f"s-{i}", "amount": "1.00", "currency": "EUR", "author": "a", "distributor": "d"} for i in range(200)]
@@ -114,8 +114,8 @@ async def test_a_small_gzip_that_inflates_huge_never_stalls_the_event_loop_and_s
     machine (the reliability drill measures it against a running drain)."""
     import gzip
 
-    from shared.errors import LimitExceeded
-    from shared.submit import submit
+    from shared.core.errors import LimitExceeded
+    from shared.intake.submit import submit
 
     services = configure(MAX_ITEMS="250000")
     if kind == "ndjson":

@@ -18,8 +18,10 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from shared import metrics, runtime, telemetry, tracing
-from shared.errors import SettingsError
+from shared import runtime
+from shared.core.errors import SettingsError
+from shared.telemetry import export as telemetry
+from shared.telemetry import metrics, tracing
 from tests.app.conftest import drain_all
 from tests.app.test_drain_engine import submit_ids
 
@@ -79,10 +81,10 @@ async def test_a_drain_counts_items_by_outcome_chunks_sessions_wake_latency_and_
 async def test_log_records_carry_the_trace_the_span_and_the_batch(configure, caplog) -> None:
     configure()  # the app's services: telemetry configured once per process, log correlation with it
     context = SpanContext(0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, True, TraceFlags(1))
-    caplog.set_level(logging.INFO, logger="shared.drain")
+    caplog.set_level(logging.INFO, logger="shared.engine.drainer")
     with trace.use_span(NonRecordingSpan(context)), tracing.about_batch("0123456789abcdef0123456789abcdef"):
-        logging.getLogger("shared.drain").info("inside a chunk's span")
-    logging.getLogger("shared.drain").info("outside any span")
+        logging.getLogger("shared.engine.drainer").info("inside a chunk's span")
+    logging.getLogger("shared.engine.drainer").info("outside any span")
     inside, outside = caplog.records[-2:]
     assert inside.trace_id == "0af7651916cd43dd8448eb211c80319c"  # type: ignore[attr-defined]
     assert inside.span_id == "b7ad6b7169203331"  # type: ignore[attr-defined]

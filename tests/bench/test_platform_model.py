@@ -21,7 +21,7 @@ from bench.platform import (
     PlatformParams,
     Workload,
 )
-from shared.scaling import deserves_slot, drainers_for_depth
+from shared.engine.scaling import deserves_slot, drainers_for_depth
 
 EXACT = PlatformParams(cold_start_s=(10.0, 10.0), decision_interval_s=10.0, step_s=0.05)
 

@@ -32,9 +32,9 @@ from devstack import azurite as azurite_launcher
 from devstack import broker as broker_launcher
 from devstack.host import ROOT, host
 from devstack.procs import ManagedProcess, ServiceStartError, free_port
-from shared import results
-from shared.events import Reason, TriggerEvent
-from shared.result_store import list_entries, read_records
+from shared.batch import results
+from shared.core.events import Reason, TriggerEvent
+from shared.store.result_store import list_entries, read_records
 
 HANDLER = "tests.faults.handlers:record"
 
@@ -243,7 +243,7 @@ class Stack:
         return QueueClient.from_connection_string(self.storage_connection_string, name)
 
     def result_records(self, batch_id: str) -> list[dict[str, Any]]:
-        """The newest record of each lineage, read by the product's own reader (`shared.result_store`)."""
+        """The newest record of each lineage, read by the product's own reader (`shared.store.result_store`)."""
 
         async def read() -> tuple[int, list[dict[str, Any]]]:
             async with AsyncBlobServiceClient.from_connection_string(self.storage_connection_string) as service:

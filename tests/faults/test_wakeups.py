@@ -17,7 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from shared import layout, poison_index
+from shared.core import layout
+from shared.store import poison_index
 from tests.faults.conftest import Recorder, StartStack
 from tests.faults.stack import audit, call, items_for, wait_until
 from tests.faults.test_crashes import SLOW_DRAIN, total

@@ -15,8 +15,8 @@ from azure.servicebus import ServiceBusClient
 
 from devstack.host import ROOT
 from shared import runtime
-from shared.settings import Settings
-from shared.submit import submit
+from shared.core.settings import Settings
+from shared.intake.submit import submit
 from tests.conftest import Azurite, Names
 from tests.fixtures_servicebus import ServiceBus
 from tests.host.conftest import HostLauncher

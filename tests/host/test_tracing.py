@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 
 from devstack.host import ROOT
-from shared import envelope
+from shared.batch import envelope
 from tests.conftest import Azurite, Names
 from tests.fixtures_servicebus import ServiceBus
 from tests.host.conftest import HostLauncher, RunningHost

@@ -27,7 +27,7 @@ SB_SEND = frozenset({"Azure Service Bus Data Owner", "Azure Service Bus Data Sen
 SB_LISTEN = frozenset({"Azure Service Bus Data Owner", "Azure Service Bus Data Receiver"})
 SB_MANAGE = frozenset({"Azure Service Bus Data Owner"})
 
-# Storage operations by the names shared.metering.classify gives them. Blob: blobs/read, blobs/write (put,
+# Storage operations by the names shared.telemetry.metering.classify gives them. Blob: blobs/read, blobs/write (put,
 # block, metadata, properties, copy, lease), blobs/delete, containers/read|write|delete. Queue: messages/read
 # (peek), messages/process/action (get, delete), messages/add/action (put), messages/write (update),
 # messages/delete (clear), queues/read|write|delete and queues/metadata/read|write.

@@ -37,7 +37,7 @@ def test_funcignore_patterns_match_as_gitignore_does(path: str, rules: list[str]
 
 def test_the_package_holds_the_app_and_nothing_for_development() -> None:
     files = set(included_files(ROOT))
-    assert {"function_app.py", "host.json", "requirements.txt", "requirements.lock", "shared/settings.py"} <= files
+    assert {"function_app.py", "host.json", "requirements.txt", "requirements.lock", "shared/core/settings.py"} <= files
     assert "shared/static/dashboard.html" in files, "the operator page ships with the app"
     kept_out = ("tests/", "emulators/", "devstack/", "bench/", "node_modules/", ".venv/", "infra/", ".github/")
     assert not [f for f in files if f.startswith(kept_out) or f.endswith(".md") or f == "local.settings.json"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from tree_sitter import Node
 
-from shared.settings import BINDING_SETTINGS, Settings, setting_names
+from shared.core.settings import BINDING_SETTINGS, Settings, setting_names
 from tests.infra import roles
 from tests.infra.bicep import (
     INFRA,
@@ -200,7 +200,7 @@ def assigned_roles(scopes: set[str]) -> set[str]:
 
 
 def test_the_roles_cover_every_service_bus_call_the_app_makes_and_what_the_host_does() -> None:
-    publisher = (ROOT / "shared/publisher.py").read_text()
+    publisher = (ROOT / "shared/bus/publisher.py").read_text()
     sdk_call = r"\.(send_messages|schedule_messages|cancel_scheduled_messages|receive_messages)\("
     calls = set(re.findall(sdk_call, publisher))
     assert calls >= {"send_messages", "schedule_messages", "cancel_scheduled_messages"}, calls

@@ -1,0 +1,125 @@
+"""Batch identity and the manifest, the record of what a submission holds and whether it is committed (pure).
+
+A submission writes its manifest in state `staging`, enqueues its chunks tagged with the manifest's
+`attempt`, then commits the manifest to `accepted`. Drainers process only chunks of the committed
+attempt, so a submission resumed with the same Idempotency-Key never has a chunk processed twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from shared.core.lanes import DEFAULT_TENANT, Priority
+
+BATCH_ID = re.compile(r"[0-9a-f]{32}")
+_KEY_NAMESPACE = uuid.UUID("6f1b6a52-8f7e-4a55-9d3c-2f4a7c1e9b10")
+MAX_IDEMPOTENCY_KEY = 256
+
+
+class State(str, Enum):
+    STAGING = "staging"
+    ACCEPTED = "accepted"
+    ABANDONED = "abandoned"  # its submit answered 503 (deadline or storage down): never accepted
+
+
+def new_batch_id(idempotency_key: str | None) -> str:
+    """A random id, or one derived from the Idempotency-Key so every retry names the same batch."""
+    if idempotency_key is None:
+        return uuid.uuid4().hex
+    return uuid.uuid5(_KEY_NAMESPACE, idempotency_key).hex
+
+
+def new_attempt() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def is_batch_id(text: str) -> bool:
+    return BATCH_ID.fullmatch(text) is not None  # match() with $ would let a trailing newline through
+
+
+def items_digest(items: Sequence[str]) -> str:
+    """A digest of the items as accepted (independent of whitespace, gzip or JSON vs NDJSON)."""
+    h = hashlib.sha256()
+    for item in items:
+        h.update(item.encode("ascii"))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Manifest:
+    batch_id: str
+    attempt: str
+    state: State
+    items: int
+    chunk_sizes: tuple[int, ...]
+    queues: tuple[str, ...]  # the partition queues this batch's chunks went to
+    digest: str
+    created_at: str
+    accepted_at: str | None = None
+    trigger: str | None = None  # published | deferred, once accepted
+    # When this attempt began (a resumed submission keeps the batch's created_at for its readers, but its
+    # chunks must be judged by their own attempt's age). None in manifests written before it existed.
+    attempt_started_at: str | None = None
+    # The lane its chunks wait in (`shared.core.lanes`); written only when not the shared tenant's normal lane.
+    tenant: str = DEFAULT_TENANT
+    priority: str = Priority.NORMAL
+
+    @property
+    def chunks(self) -> int:
+        return len(self.chunk_sizes)
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["state"] = self.state.value
+        out["queues"] = list(self.queues)
+        out["chunk_sizes"] = list(self.chunk_sizes)
+        for name, default in (("tenant", DEFAULT_TENANT), ("priority", Priority.NORMAL)):
+            if out[name] == default:
+                del out[name]  # manifests of the shared lane stay as they were
+        return out
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Manifest:
+        return cls(
+            **{
+                **doc,
+                "state": State(doc["state"]),
+                "queues": tuple(doc["queues"]),
+                "chunk_sizes": tuple(doc["chunk_sizes"]),
+            }
+        )
+
+    def accepted(self, now: datetime, trigger: str | None = None) -> Manifest:
+        return replace(self, state=State.ACCEPTED, accepted_at=now.isoformat(), trigger=trigger)
+
+    def retried(self) -> Manifest:
+        """The manifest taken over by a resumed submission: a fresh attempt, still staging."""
+        return replace(self, attempt=new_attempt(), state=State.STAGING)
+
+
+class Admission(str, Enum):
+    PROCESS = "process"  # the committed attempt: work on it
+    STALE = "stale"  # left behind by an attempt that a resumed submission replaced: delete unprocessed
+    WAIT = "wait"  # its submission is still in flight: put it back for a moment
+    ABANDONED = "abandoned"  # its submission never completed within STAGING_TTL_S: the client was never told 202
+
+
+def admit(manifest: Manifest, attempt: str, *, now: datetime, staging_ttl_s: int) -> Admission:
+    """May a chunk enqueued by `attempt` be processed now?"""
+    if manifest.attempt != attempt:
+        return Admission.STALE
+    if manifest.state is State.ACCEPTED:
+        return Admission.PROCESS
+    if manifest.state is State.ABANDONED:
+        return Admission.ABANDONED
+    started = manifest.attempt_started_at or manifest.created_at
+    age_s = (now - datetime.fromisoformat(started)).total_seconds()
+    return Admission.ABANDONED if age_s > staging_ttl_s else Admission.WAIT

@@ -1,0 +1,118 @@
+"""Result blobs: the records of many chunks in one blob, and the newest record of each lineage wins (pure).
+
+A chunk's outcome is a `ResultRecord`, keyed by its lineage (chunk, generation, first position). The drain
+writes the records that settle close together in one blob per batch (a group commit, `shared.store.result_store`),
+so a busy drain pays one PutBlob for many chunks and an idle one waits for nobody. A chunk redelivered after
+a crash between that write and its delete records its lineage again, in another blob. Readers keep, per
+lineage, the record of the latest attempt (the queue's dequeue count only grows; a tie goes to the later
+blob name, which starts with the writer's clock): what overwriting one blob per lineage used to do.
+
+Each blob's metadata lists its records' keys, attempts and counts, so batch status is one listing, no reads.
+Blobs written before grouping (one per lineage, `{batch}/{chunk}/{gen}-{first}.json`) are read the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from shared.batch.settlement import ResultRecord
+from shared.core import layout
+
+RECORDS = "records"  # the metadata entry listing a group blob's records
+MAX_RECORDS_PER_BLOB = 128  # keeps that entry (at most 43 characters a record) below the 8 KiB limit
+
+Key = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class ResultEntry:
+    """One record as a blob listing describes it: its lineage, attempt and counts, and where it lives."""
+
+    chunk: int
+    gen: int
+    first: int
+    ok: int
+    failed: int
+    retrying: int
+    written_at: datetime
+    attempt: int = 1
+    blob: str = ""
+
+    @property
+    def key(self) -> Key:
+        return self.chunk, self.gen, self.first
+
+
+def blob_metadata(doc: Mapping[str, Any]) -> dict[str, str]:
+    """A result blob's metadata: `records` lists each record as `chunk.gen.first:attempt.ok.failed.retrying`."""
+    if RECORDS not in doc:  # a blob of the layout before grouping: its counts
+        return {k: str(len(doc[k])) for k in ("ok", "failed", "retrying")}
+    return {RECORDS: ";".join(_entry_text(r) for r in doc[RECORDS])}
+
+
+def _entry_text(doc: Mapping[str, Any]) -> str:
+    return (
+        f"{doc['chunk']}.{doc['gen']}.{doc['first']}:{doc['attempt']}."
+        f"{len(doc['ok'])}.{len(doc['failed'])}.{len(doc['retrying'])}"
+    )
+
+
+def entries(name: str, meta: Mapping[str, str], written_at: datetime) -> list[ResultEntry]:
+    """The records a listed blob holds, from its name and metadata; none if it is not a result blob."""
+    legacy = layout.parse_result_blob(name)
+    if legacy is not None:
+        chunk, gen, first = legacy
+        ok, failed, retrying = (int(meta.get(k, 0)) for k in ("ok", "failed", "retrying"))
+        return [ResultEntry(chunk, gen, first, ok, failed, retrying, written_at, blob=name)]
+    stamp_ms = layout.result_group_stamp_ms(name)
+    if stamp_ms is None:
+        return []
+    # The writer's clock to the millisecond, taken as the write began; a listing's Last-Modified has whole seconds.
+    written_at = datetime.fromtimestamp(stamp_ms / 1000, timezone.utc)
+    found = []
+    for part in meta.get(RECORDS, "").split(";"):
+        try:
+            lineage, _, numbers = part.partition(":")
+            c, g, f = (int(x) for x in lineage.split("."))
+            attempt, n_ok, n_failed, n_retrying = (int(x) for x in numbers.split("."))
+        except ValueError:
+            continue  # not one of ours: ignored, like a blob of a foreign name
+        found.append(ResultEntry(c, g, f, n_ok, n_failed, n_retrying, written_at, attempt, name))
+    return found
+
+
+def newest(found: Iterable[ResultEntry]) -> list[ResultEntry]:
+    """One entry per lineage: the latest attempt's, ties to the later blob."""
+    best: dict[Key, ResultEntry] = {}
+    for e in found:
+        held = best.get(e.key)
+        if held is None or (e.attempt, e.blob) > (held.attempt, held.blob):
+            best[e.key] = e
+    return sorted(best.values(), key=lambda e: e.key)
+
+
+def group_document(batch_id: str, records: Sequence[ResultRecord], finished_at: str) -> dict[str, Any]:
+    return {"batch_id": batch_id, RECORDS: [r.to_json(finished_at) for r in records]}
+
+
+def successes(record: Mapping[str, Any]) -> list[tuple[int, Any]]:
+    """(position, value) of each item a record holds as ok; a record stores `values` only if one is not null."""
+    ok = list(record["ok"])
+    if ok and isinstance(ok[0], dict):  # the layout before grouping: [{"i": position, "value": value}]
+        return [(e["i"], e.get("value")) for e in ok]
+    return list(zip(ok, record.get("values") or [None] * len(ok), strict=True))
+
+
+def select(doc: dict[str, Any], entry: ResultEntry) -> dict[str, Any] | None:
+    """The record document in a blob that `entry` describes, itself (not a copy: a replay changes it in place);
+    a blob of the layout before grouping is one record."""
+    if RECORDS not in doc:
+        return doc
+    stored: list[dict[str, Any]] = doc[RECORDS]
+    for record in stored:
+        if (record["chunk"], record["gen"], record["first"], record["attempt"]) == (*entry.key, entry.attempt):
+            return record
+    return None

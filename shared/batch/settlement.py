@@ -1,0 +1,94 @@
+"""What to do with a processed chunk: which items are done, retried alone, or poisoned (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.handlers import ItemOutcome
+
+
+@dataclass(frozen=True)
+class Failure:
+    position: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class ResultRecord:
+    """The outcome of one delivery of a chunk message (its lineage: chunk, gen, first), stored by
+    `shared.batch.results`."""
+
+    batch_id: str
+    chunk: int
+    gen: int
+    attempt: int
+    ok: list[tuple[int, Any]]
+    failed: list[Failure]  # gone to the poison queue
+    retrying: list[int]  # carried on by generation gen + 1
+    summary: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def first(self) -> int:
+        """The lineage key of this record: the first position its message carried."""
+        positions = [p for p, _ in self.ok] + [f.position for f in self.failed] + self.retrying
+        return min(positions, default=0)
+
+    def to_json(self, finished_at: str) -> dict[str, Any]:
+        return {
+            "batch_id": self.batch_id,
+            "chunk": self.chunk,
+            "gen": self.gen,
+            "first": self.first,
+            "attempt": self.attempt,
+            "finished_at": finished_at,
+            "ok": [p for p, _ in self.ok],
+            **({"values": [v for _, v in self.ok]} if any(v is not None for _, v in self.ok) else {}),
+            "failed": [{"i": f.position, "reason": f.reason} for f in self.failed],
+            "retrying": self.retrying,
+            "summary": dict(self.summary),
+        }
+
+
+@dataclass(frozen=True)
+class Settlement:
+    record: ResultRecord
+    retry: list[int]  # positions to re-enqueue now, in a message of generation gen + 1
+    poison: list[Failure]  # items to send to the poison queue now
+
+    @property
+    def complete(self) -> bool:
+        return not self.retry
+
+
+def settle(
+    *,
+    batch_id: str,
+    chunk: int,
+    gen: int,
+    positions: Sequence[int],
+    outcomes: Sequence[ItemOutcome],
+    attempt: int,
+    max_attempts: int,
+    summary: Mapping[str, Any] | None = None,
+) -> Settlement:
+    """Successes are recorded; a retryable failure is retried until `max_attempts`, then poisoned;
+    a permanent failure is poisoned at once. Only failed items travel on."""
+    if len(positions) != len(outcomes):
+        raise ValueError("one outcome per position")
+    ok: list[tuple[int, Any]] = []
+    retry: list[int] = []
+    poison: list[Failure] = []
+    for position, outcome in zip(positions, outcomes, strict=True):
+        if outcome.ok:
+            ok.append((position, outcome.value))
+        elif outcome.retryable and attempt < max_attempts:
+            retry.append(position)
+        else:
+            why = outcome.reason or "failed"
+            if outcome.retryable:
+                why = f"failed {attempt} times (MAX_DEQUEUE_COUNT {max_attempts}); last: {why}"
+            poison.append(Failure(position, why))
+    record = ResultRecord(batch_id, chunk, gen, attempt, ok, poison, retry, summary or {})
+    return Settlement(record, retry, poison)

@@ -1,0 +1,90 @@
+"""Trigger events a submit could not publish (Service Bus unreachable), published again from this process.
+
+A deferred batch is stored and accepted; only its doorbell is missing, and the look chain (`shared.watch.lookout`)
+its submit would have armed. The process that accepted it tries both again with a growing delay while
+Service Bus stays away, for as long as the process lives, up to `GIVE_UP_S`; a process that dies first leaves
+the batch to the fallback timer's next tick, or to the next submit to that queue, which arms the chain. It
+costs nothing while nothing is deferred.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from shared.bus.publisher import Publisher
+from shared.core.errors import StorageError, TriggerUnavailable
+from shared.core.events import TriggerEvent
+
+log = logging.getLogger(__name__)
+
+FIRST_RETRY_S = 2.0
+MAX_RETRY_S = 30.0
+GIVE_UP_S = 6 * 3600.0  # the default fallback timer's period: past it, the timer has looked anyway
+
+
+@dataclass
+class Pending:
+    event: TriggerEvent | None  # the doorbell still to ring, or None once it rang
+    armed: bool = False  # whether the queue's look chain is armed
+
+
+class DeferredTriggers:
+    def __init__(
+        self,
+        publisher: Callable[[], Publisher],
+        arm: Callable[[str], Awaitable[object]],
+        *,
+        first_s: float = FIRST_RETRY_S,
+    ) -> None:
+        self._publisher = publisher  # looked up at each try: the services' publisher may be replaced
+        self._arm = arm  # arms a queue's look chain; raises TriggerUnavailable while Service Bus is away
+        self._first_s = first_s
+        self._pending: dict[str, Pending] = {}  # one doorbell per queue is enough to wake it
+        self._task: asyncio.Task[None] | None = None
+
+    def add(self, event: TriggerEvent, *, rang: bool = False) -> None:
+        """`event`'s doorbell (unless it `rang` already) and its queue's look chain, to be tried again."""
+        pending = self._pending.setdefault(event.queue, Pending(None if rang else event))
+        if pending.event is None and not rang:
+            pending.event = event
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._retry(), name="deferred triggers")
+
+    def pending(self) -> list[str]:
+        return sorted(self._pending)
+
+    async def _retry(self) -> None:
+        delay, started = self._first_s, time.monotonic()
+        while self._pending and time.monotonic() - started < GIVE_UP_S:
+            await asyncio.sleep(delay)
+            for queue, pending in list(self._pending.items()):
+                try:
+                    await self._try(queue, pending)
+                except TriggerUnavailable as e:
+                    log.info("deferred trigger for %s still waits for Service Bus: %s", queue, e)
+                    break
+                del self._pending[queue]
+            delay = min(MAX_RETRY_S, delay * 2)
+        if self._pending:
+            log.warning("gave up re-publishing deferred triggers for %s; the fallback covers", self.pending())
+
+    async def _try(self, queue: str, pending: Pending) -> None:
+        if pending.event is not None:
+            await self._publisher().publish(pending.event)
+            pending.event = None
+            log.warning("deferred trigger for %s published once Service Bus answered", queue)
+        if not pending.armed:
+            try:
+                await self._arm(queue)
+            except StorageError as e:  # the doorbell rang; a look chain that cannot be written is the timer's
+                log.warning("could not arm the look chain of %s: %s", queue, e)
+            pending.armed = True
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)

@@ -1,0 +1,160 @@
+"""The drain engine's work on one chunk: decode it, admit it (only the committed attempt of its batch is
+worked), load its items (inline or from their claim-check blob) and run the handler on them. What to do
+with the outcome (`shared.batch.settlement`) is computed here; doing it is `shared.engine.settling`'s."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from contextlib import nullcontext
+from datetime import datetime, timezone
+from typing import Any
+
+from azure.storage.blob.aio import ContainerClient
+from opentelemetry import trace
+from opentelemetry.trace import Link, Span
+
+from shared.batch import envelope
+from shared.batch.batches import Admission, Manifest, admit
+from shared.batch.envelope import ChunkHeader, ChunkMessage
+from shared.batch.settlement import Settlement, settle
+from shared.core import layout
+from shared.core.errors import HandlerError, MalformedEnvelope, Overloaded, ResourceMissing
+from shared.engine.limits import HandlerLimits
+from shared.handlers import ChunkContext, ChunkResult, ItemOutcome, checked, is_async
+from shared.services import Services
+from shared.store.received import Received, utcnow
+from shared.store.storage import read_bytes, read_json
+from shared.telemetry import metrics, tracing
+
+log = logging.getLogger("shared.engine.drainer")  # one logger for the whole engine
+
+Worked = tuple[ChunkMessage, list[Any], list[int], Settlement]  # a handled chunk, its items and positions, what to do
+
+
+class ChunkWork:
+    def __init__(
+        self, services: Services, batches: ContainerClient, clock: Callable[[], float], queue: str = ""
+    ) -> None:
+        self.s, self.settings, self.batches, self.clock = services, services.settings, batches, clock
+        self.queue = queue  # for the metrics' attributes
+        self._manifest_reads: dict[str, asyncio.Future[Manifest]] = {}
+        self._linked: set[str] = set()  # batches the drain session's span links to
+        self.limits: HandlerLimits | None = None  # the session's share of the app-wide handler limits
+        # batch id -> accepted epoch ms, for batches taken as committed from their lane's mark (no manifest read)
+        self.accepted_ms: dict[str, int] = {}
+
+    async def admission(self, header: ChunkHeader) -> Admission:
+        committed = self.s.committed.get(header.batch_id, now=self.clock())
+        if committed is not None:
+            marked = self.accepted_ms.pop(header.batch_id, None) if header.chunk == 0 and header.gen == 0 else None
+            if marked is not None and committed == header.attempt:
+                self._woke(datetime.fromtimestamp(marked / 1000, timezone.utc))
+            return Admission.PROCESS if committed == header.attempt else Admission.STALE
+        manifest = await self._manifest(header.batch_id)
+        verdict = admit(manifest, header.attempt, now=utcnow(), staging_ttl_s=self.settings.staging_ttl_s)
+        if verdict is Admission.PROCESS:
+            self.s.committed.put(header.batch_id, manifest.attempt, now=self.clock())
+            if header.chunk == 0 and header.gen == 0 and manifest.accepted_at is not None:
+                self._woke(datetime.fromisoformat(manifest.accepted_at))
+        return verdict
+
+    def _woke(self, accepted_at: datetime) -> None:
+        """A batch's first chunk is being handled: how long after its acceptance (the wake latency metric)."""
+        waited = utcnow() - accepted_at
+        metrics.WAKE_LATENCY.record(max(0.0, waited.total_seconds() * 1000), {"queue": self.queue})
+
+    async def _manifest(self, batch_id: str) -> Manifest:
+        """One read for all the chunks of a batch that arrive together (a staging manifest is read again later)."""
+        pending = self._manifest_reads.get(batch_id)
+        if pending is None:
+            pending = asyncio.ensure_future(self._read_manifest(batch_id))
+            self._manifest_reads[batch_id] = pending
+            pending.add_done_callback(lambda _: self._manifest_reads.pop(batch_id, None))
+        return await asyncio.shield(pending)
+
+    async def _read_manifest(self, batch_id: str) -> Manifest:
+        try:
+            doc, _ = await read_json(self.batches, layout.manifest_blob(batch_id))
+        except ResourceMissing:
+            raise MalformedEnvelope(f"batch {batch_id} has no manifest") from None
+        return Manifest.from_json(doc)
+
+    async def work(self, item: Received, msg: ChunkMessage) -> Worked:
+        """Run the handler on the chunk's items; raises MalformedEnvelope or ResourceMissing if they cannot
+        be loaded (the caller parks the message whole)."""
+        header = msg.header
+        attempt = max(1, int(item.message.dequeue_count or 1) - header.skips)
+        attributes = {"queue_drain.batch_id": header.batch_id, "queue_drain.chunk": header.chunk}
+        attributes |= {"queue_drain.gen": header.gen, "queue_drain.attempt": attempt, "queue_drain.queue": self.queue}
+        with (
+            tracing.span(
+                "queue_drain.chunk", parent=header.trace, links=self._session_link(header), attributes=attributes
+            ) as span,
+            tracing.about_batch(header.batch_id),
+        ):
+            items, positions = await self._load_items(msg)
+            context = ChunkContext(header.batch_id, header.chunk, attempt, self.settings)
+            async with self.limits.admit(len(items)) if self.limits is not None else nullcontext():
+                result = await self._run_handler(items, context)
+            settlement = settle(
+                batch_id=header.batch_id,
+                chunk=header.chunk,
+                gen=header.gen,
+                positions=positions,
+                outcomes=result.outcomes,
+                attempt=attempt,
+                max_attempts=self.settings.max_dequeue_count,
+                summary=result.summary,
+            )
+            self._observe(span, len(items), settlement)
+        return msg, items, positions, settlement
+
+    def _session_link(self, header: ChunkHeader) -> list[Link] | None:
+        """The chunk's span lives in its submit's trace and links to the drain session serving it; the session
+        links to each batch the first time it serves one."""
+        session = trace.get_current_span()
+        if header.trace is None or not session.get_span_context().is_valid:
+            return None  # an old message without a trace: its span is the session's child instead
+        if header.batch_id not in self._linked:
+            self._linked.add(header.batch_id)
+            found = tracing.link_to(header.trace)
+            if found is not None:
+                session.add_link(found.context, {"queue_drain.batch_id": header.batch_id})
+        return [Link(session.get_span_context())]
+
+    def _observe(self, span: Span, items: int, settlement: Settlement) -> None:
+        succeeded, retried, parked = len(settlement.record.ok), len(settlement.retry), len(settlement.poison)
+        outcome = "complete" if settlement.complete else "retrying"
+        counts = {"items": items, "succeeded": succeeded, "retried": retried, "parked": parked}
+        span.set_attributes({f"queue_drain.{k}": n for k, n in counts.items()})
+        tracing.set_outcome(span, outcome, ok=not (retried or parked))
+        metrics.item_outcomes(succeeded, retried, parked, {"queue": self.queue})
+        metrics.CHUNKS.add(1, {"queue": self.queue, "outcome": outcome})
+
+    async def _load_items(self, msg: ChunkMessage) -> tuple[list[Any], list[int]]:
+        if msg.items is not None:
+            return msg.items, msg.positions(len(msg.items))
+        assert msg.blob is not None
+        everything = envelope.decode_claim_check(await read_bytes(self.batches, msg.blob))
+        positions = msg.positions(len(everything))
+        return envelope.select(everything, positions), positions
+
+    async def _run_handler(self, items: list[Any], context: ChunkContext) -> ChunkResult:
+        handler = self.s.handler
+        try:
+            if is_async(handler):
+                raw = await handler(items, context)  # type: ignore[misc]
+            else:
+                raw = await asyncio.to_thread(handler, items, context)
+                if asyncio.iscoroutine(raw):
+                    raw = await raw
+            return checked(raw, len(items))
+        except (asyncio.CancelledError, Overloaded):
+            raise  # overload: the drainer backs off (shared.engine.drainer), no item has an outcome
+        except Exception as e:
+            # A handler that raises fails every item of the chunk, retryably; the traceback is logged once here.
+            log.exception("handler failed on chunk %d of batch %s", context.chunk, context.batch_id)
+            reason = f"handler raised {type(e).__name__}: {e}" if not isinstance(e, HandlerError) else str(e)
+            return ChunkResult([ItemOutcome.failure(reason[:500])] * len(items))

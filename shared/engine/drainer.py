@@ -1,0 +1,395 @@
+"""The drain engine: push-driven batch draining of one storage queue with best-effort completion.
+
+A drain session holds the queue slot's lease, runs several receivers of up to 32 messages each,
+processes chunks concurrently and settles each: delete on success, rewrite to hold only the failed
+items (retried later), or park them in the poison queue. It stops when the queue is empty or its
+time budget is spent; then it releases the lease and looks once more, so no wake-up is lost.
+It never sleeps waiting for work.
+
+This module is the session and each message's life while held (receiving, keeping it invisible while it
+waits and works); the parts that read on their own are `shared.engine.chunks` (admitting and working a
+chunk), `shared.engine.settling` (what happens to the message after) and `shared.engine.wakeups` (every
+trigger event a drainer publishes or schedules).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from opentelemetry.trace import SpanKind
+
+from shared.batch import envelope
+from shared.batch.batches import Admission
+from shared.batch.envelope import ChunkMessage
+from shared.core.errors import MalformedEnvelope, Overloaded, ResourceMissing, StorageError
+from shared.core.events import Reason
+from shared.core.lanes import Lane, LaneOrder
+from shared.engine import lane_queues
+from shared.engine.chunks import ChunkWork, Worked
+from shared.engine.fair_slots import FairSlots
+from shared.engine.lane_watch import LaneWatch
+from shared.engine.limits import HandlerLimits
+from shared.engine.overload import OverloadPause
+from shared.engine.receiving import receive_page
+from shared.engine.report import DrainReport
+from shared.engine.settling import Settler
+from shared.engine.visibility import keeping_invisible
+from shared.engine.wakeups import SCALE_CHECK_S, WAKE_MARGIN_MS, Wakeups
+from shared.services import Services
+from shared.store.leases import DrainLease
+from shared.store.received import Received, utcnow
+from shared.store.result_store import ResultWriter
+from shared.telemetry import metering, metrics, tracing
+
+__all__ = ["SCALE_CHECK_S", "DrainReport", "Drainer"]
+
+log = logging.getLogger(__name__)
+
+STORAGE_RETRY_S = 10  # storage failing: a `continue` this long after, rather than spinning on it
+PAUSE_MARGIN_S = 0.05  # after a pause, the chunks put back for it are visible again
+
+
+class Drainer:
+    def __init__(
+        self,
+        services: Services,
+        queue: str,
+        *,
+        slot: int = 0,
+        reason: Reason = Reason.SUBMITTED,
+        budget_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        trace: str | None = None,
+    ) -> None:
+        self.s = services
+        self.trace = trace  # the traceparent of the event that woke this drainer
+        self.settings = services.settings
+        self.queue_name = queue
+        self.slot = slot
+        self.clock = clock
+        self.deadline = clock() + (budget_s if budget_s is not None else self.settings.drain_budget_s)
+        self.report = DrainReport(queue, slot, reason.value)
+        self.wakeups = Wakeups(services, queue, slot, self.report, clock)
+        self._lease_held_until: datetime | None = None  # a lease this drainer could not release expires then
+        self.pause = OverloadPause()  # the handler's downstream is overloaded: no chunk starts before its end
+        self._storage_failed = False
+        self.order = LaneOrder()  # the queue's lanes (`shared.core.lanes`), and whose turn it is
+        self.order.add(Lane(queue))
+        self.lanes = LaneWatch(
+            services, queue, self.order, clock, committed=self._committed, woke=self._woke, mid_drain=self._mid_drain
+        )
+        self._lease: DrainLease | None = None  # while a session's receivers run
+        self._receivers: set[asyncio.Task[str]] = set()
+
+    # -- the session -----------------------------------------------------------------------------------------
+
+    async def run(self) -> DrainReport:
+        key = (self.queue_name, self.slot)
+        if key in self.s.draining:
+            self.report.outcome = "busy-here"
+            return self.report
+        started = self.clock()
+        attributes = {"queue_drain.queue": self.queue_name, "queue_drain.slot": self.slot}
+        attributes["queue_drain.reason"] = self.report.reason
+        with (
+            tracing.span("queue_drain.drain", kind=SpanKind.CONSUMER, parent=self.trace, attributes=attributes) as span,
+            metering.tally() as tally,
+        ):
+            try:
+                await self._run(key)
+            finally:
+                self.report.seconds = round(self.clock() - started, 3)
+                self.report.transactions = dict(sorted(tally.items()))
+                tracing.set_outcome(span, self.report.outcome, ok=self.report.outcome != "storage-failed")
+                span.set_attribute("queue_drain.messages", self.report.messages)
+                metrics.SESSIONS.add(1, {"outcome": self.report.outcome, "reason": self.report.reason})
+        self.report.log()
+        return self.report
+
+    async def _open(self) -> None:
+        storage = self.s.storage
+        await storage.ensure_queue(self.queue_name)
+        self.state = await storage.ensure_container(self.settings.state_container)
+        batches = await storage.ensure_container(self.settings.batches_container)
+        self.results = ResultWriter(await storage.ensure_container(self.settings.results_container))
+        poison_queue = await storage.ensure_queue(self.settings.poison_queue(self.queue_name))
+        self.wakeups.attach(self.state, lambda: sorted(self.order.lanes))
+        self.chunks = ChunkWork(self.s, batches, self.clock, self.queue_name)
+        self.settler = Settler(
+            self.settings,
+            self.queue_name,
+            poison_queue,
+            batches=batches,
+            state=self.state,
+            results=self.results,
+            report=self.report,
+            wakeups=self.wakeups,
+        )
+
+    async def _run(self, key: tuple[str, int]) -> None:
+        await self._open()
+        while True:
+            self.s.draining.add(key)
+            try:
+                more = await self._session()
+            finally:
+                self.s.draining.discard(key)
+            if self._lease_held_until is not None:
+                # Our own lease outlives us (its release failed, or renewal did and it may still be valid): a
+                # follow-up now would find it taken and stop, so the follow-up comes when it has expired.
+                await self.wakeups.publish(Reason.CONTINUE, slot=self.slot, at=self._lease_held_until)
+                self.report.outcome = "lease-unreleased"
+                return
+            if more is None:  # the lease is someone else's: they will look again after releasing it
+                return
+            if more or self._out_of_time():
+                if self._storage_failed:
+                    # Storage is failing: come back a little later rather than spin on it.
+                    later = utcnow() + timedelta(seconds=STORAGE_RETRY_S)
+                    await self.wakeups.publish(Reason.CONTINUE, slot=self.slot, at=later)
+                    self.report.outcome = "storage-failed"
+                elif more and not await self.wakeups.still_deserved():
+                    self.report.outcome = "shrunk"  # the backlog no longer needs this slot's instance
+                elif more:
+                    await self.wakeups.publish(Reason.CONTINUE, slot=self.slot)
+                    self.report.outcome = "budget" if self._out_of_time() else "lease-lost"
+                return
+            # No lost wake-up: work that arrived while we held the lease is seen here.
+            if not await self._has_visible_work():
+                return
+
+    async def _session(self) -> bool | None:
+        """One lease tenure. None: lease taken; True: work may remain; False: the queue looked empty."""
+        lease = DrainLease(self.state, self.queue_name, self.slot, lease_s=self.settings.lease_s)
+        self.wakeups.new_session()
+        if not await lease.acquire(on_renew=lambda: self.wakeups.at_renewal(lease)):
+            if self.report.sessions == 0:
+                self.report.outcome = "lease-taken"
+            return None
+        self.report.sessions += 1
+        await self._limit(lease)
+        # Scheduled alongside the first receive, not before it: a Service Bus round trip off the wake-up path.
+        watchdog = asyncio.create_task(self.wakeups.schedule_watchdog(), name=f"watchdog {self.queue_name}/{self.slot}")
+        try:
+            more = await self._drain(lease)
+        finally:
+            if self.chunks.limits is not None:
+                await self.chunks.limits.release()
+            await lease.release()
+            if not lease.released:
+                self._lease_held_until = lease.expires_at + timedelta(milliseconds=WAKE_MARGIN_MS)
+        # Only a session that ends without being cancelled or crashing withdraws its watchdog.
+        await watchdog
+        await self.wakeups.cancel_watchdog()
+        return more or lease.lost.is_set()
+
+    async def _drain(self, lease: DrainLease) -> bool:
+        """Receivers start at one and grow (up to RECEIVERS) while pages come back full."""
+        self._slots = FairSlots(self.settings.chunk_concurrency, self.queue_name)
+        self._receivers = set()
+        self.order.wake_all()
+        if not self.lanes.recently_listed():  # not again right after the look that found work
+            await self.lanes.list_once()
+        self._lease = lease
+        self._spawn_receiver(lease)
+        watcher = asyncio.create_task(self.lanes.watch(), name=f"lanes {self.queue_name}/{self.slot}")
+        more = False
+        try:
+            while self._receivers:
+                done, _ = await asyncio.wait(self._receivers, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    self._receivers.discard(task)
+                    ending = task.result()
+                    more = more or ending != "empty"
+                    if ending == "failed":
+                        self._storage_failed = True
+        finally:
+            # Cancelled (the function timed out) or failed: no receiver may outlive the session and its lease.
+            watcher.cancel()
+            for task in self._receivers:
+                task.cancel()
+            await asyncio.gather(watcher, *self._receivers, return_exceptions=True)
+            self._lease = None
+            await self.results.cancel()
+        return more
+
+    async def _limit(self, lease: DrainLease) -> None:
+        """This session's share of HANDLER_ITEMS_PER_S and HANDLER_MAX_IN_FLIGHT (`shared.engine.limits`), if set."""
+        limits = HandlerLimits.for_session(self.state, lease.blob_name, self.settings, self.clock)
+        if limits.active:
+            await limits.count()
+            self.chunks.limits = limits
+
+    def _spawn_receiver(self, lease: DrainLease) -> None:
+        n = len(self._receivers)
+        task = asyncio.create_task(self._receive_loop(lease), name=f"receiver {self.queue_name}/{self.slot}/{n}")
+        self._receivers.add(task)
+
+    async def _receive_loop(self, lease: DrainLease) -> str:
+        """Receive pages until one comes back empty ('empty'), or out of time or lease ('more'), or storage
+        fails ('failed'); each page's chunks are processed concurrently before the next receive."""
+        while True:
+            if self._out_of_time() or lease.lost.is_set():
+                return "more"
+            lane = self.order.next(self.clock())
+            if lane is None:
+                return "empty"  # every lane came back empty (each is looked at again by the session's end)
+            if self.pause.active(self.clock()):
+                # Downstream overloaded: wait out the back-off (within the budget) instead of receiving the
+                # chunks that were just put back, or ending the session while they are hidden.
+                await asyncio.sleep(max(0.0, min(self.pause.until, self.deadline) - self.clock()) + PAUSE_MARGIN_S)
+                continue
+            try:
+                page = await self._receive(lane)
+            except StorageError as e:
+                log.warning("receiving from %s failed; ending this session: %s", lane, e)
+                return "failed"
+            if not page:
+                self.order.emptied(lane, self.clock())
+                continue
+            self.report.messages += len(page)
+            self.wakeups.meter.add(len(page))
+            if len(page) == self.settings.receive_batch:
+                # Grow only while the handlers keep up: a receiver whose page would wait for a chunk slot
+                # only hides messages that another instance's drainer could be working on.
+                if len(self._receivers) < self.settings.receivers and not self._slots.locked():
+                    self._spawn_receiver(lease)
+                await self.wakeups.maybe_scale_out()
+            await asyncio.gather(*(self._handle(item) for item in page))
+
+    def _out_of_time(self) -> bool:
+        return self.clock() >= self.deadline
+
+    async def _receive(self, lane: str) -> list[Received]:
+        page, visible_at = await receive_page(self.s.storage, self.settings, lane, self.chunks.limits, self.clock)
+        if page:
+            self.wakeups.note_visible(visible_at)
+        return page
+
+    async def _has_visible_work(self) -> bool:
+        """After the lease is released: does any lane hold work now (a listing, then a peek per lane)?"""
+        await self.lanes.list()
+        return await lane_queues.any_visible(self.s, sorted(self.order.lanes))
+
+    # -- the queue's lanes (`shared.engine.lane_watch`) -------------------------------------------------------
+
+    def _committed(self, batch_id: str, attempt: str, accepted_ms: int) -> None:
+        self.s.committed.put(batch_id, attempt, now=self.clock())
+        self.chunks.accepted_ms[batch_id] = accepted_ms
+
+    def _mid_drain(self) -> bool:
+        return self._lease is not None and self.report.messages > 0
+
+    def _woke(self, woken: list[str], mid_drain: bool) -> None:
+        lease = self._lease
+        if mid_drain and lease is not None:
+            log.info("lanes of %s with new work: %s", self.queue_name, ", ".join(woken))
+            for lane in woken:  # now, not after the pages every receiver has in hand
+                task = asyncio.create_task(self._express(lease, lane), name=f"express {lane}/{self.slot}")
+                self._receivers.add(task)
+
+    async def _express(self, lease: DrainLease, lane: str) -> str:
+        """One page from a lane a listing found with new work while the receivers are busy with their pages: a
+        small tenant's batch waits for a listing, not for the pages another tenant's receivers hold."""
+        if self._out_of_time() or lease.lost.is_set() or self.pause.active(self.clock()):
+            return "more"
+        try:
+            page = await self._receive(lane)
+        except StorageError as e:
+            log.warning("receiving from %s failed: %s", lane, e)
+            return "more"
+        full = len(page) == self.settings.receive_batch
+        if not full:  # it held less than a page: the receivers need not look until its next mark
+            self.order.emptied(lane, self.clock())
+        if not page:
+            return "empty"
+        self.report.messages += len(page)
+        self.wakeups.meter.add(len(page))
+        await asyncio.gather(*(self._handle(item) for item in page))
+        return "more" if full else "empty"
+
+    # -- one message, while this drainer holds it ----------------------------------------------------------------
+
+    async def _handle(self, item: Received) -> None:
+        """Process one message, keeping it invisible while it waits and works; never raise."""
+        try:
+            await keeping_invisible(
+                item,
+                self._process(item),
+                visibility_s=self.settings.visibility_timeout_s,
+                clock=self.clock,
+                extended=self.wakeups.note_visible,
+            )
+        except asyncio.CancelledError:
+            raise
+        except StorageError as e:
+            # The message reappears after its visibility timeout and is tried again: a wake-up for then.
+            log.warning("chunk message %s on %s left for redelivery: %s", item.message.id, self.queue_name, e)
+            await self.wakeups.wake_at(item.visible_at_ms)
+        except Exception:
+            log.exception("chunk message %s on %s failed unexpectedly", item.message.id, self.queue_name)
+        finally:
+            self.lanes.handled += 1
+
+    async def _process(self, item: Received) -> None:
+        """Decode, admit and run the handler holding a slot (CHUNK_CONCURRENCY); settle after releasing it,
+        so storage round trips never keep another chunk from its handler."""
+        async with self._slots.place(item.queue.queue_name):
+            worked = await self._admit_and_work(item)
+        if worked is not None:
+            await self.settler.settle(item, *worked)
+
+    async def _admit_and_work(self, item: Received) -> Worked | None:
+        try:
+            msg = envelope.decode(str(item.message.content))
+            verdict = await self.chunks.admission(msg.header)
+        except MalformedEnvelope as e:
+            await self.settler.poison_raw(item, str(e))
+            return None
+        if verdict is Admission.STALE:
+            self.report.stale += 1
+            await self.settler.delete(item)
+            return None
+        if verdict is Admission.WAIT:
+            await self.settler.put_back(item, msg)
+            return None
+        if verdict is Admission.ABANDONED:
+            log.warning(
+                "discarding chunk %d of batch %s: its submission never completed (STAGING_TTL_S)",
+                msg.header.chunk,
+                msg.header.batch_id,
+            )
+            await self.settler.delete(item)
+            return None
+        if self.pause.active(self.clock()):  # received before the back-off began: do not call downstream
+            await self._overloaded(item, msg, None)
+            return None
+        try:
+            worked = await self.chunks.work(item, msg)
+        except (MalformedEnvelope, ResourceMissing) as e:
+            await self.settler.poison_raw(item, f"chunk {msg.header.chunk} of batch {msg.header.batch_id}: {e}")
+            return None
+        except Overloaded as e:
+            await self._overloaded(item, msg, e)
+            return None
+        self.pause.worked()
+        return worked
+
+    async def _overloaded(self, item: Received, msg: ChunkMessage, signal: Overloaded | None) -> None:
+        """Put the chunk back without counting an attempt; on a new overload signal, pause the drainer
+        (`shared.engine.overload`)."""
+        if signal is not None:
+            pause = self.pause.signal(self.clock(), signal.retry_after_s)
+            log.warning(
+                "handler overloaded on chunk %d of batch %s (%s): pausing %s for %d s; no attempt counted",
+                msg.header.chunk, msg.header.batch_id, signal, self.queue_name, pause,
+            )  # fmt: skip
+        self.report.overloaded += 1
+        metrics.CHUNKS.add(1, {"queue": self.queue_name, "outcome": "overloaded"})
+        remaining = self.pause.remaining_s(self.clock())
+        await self.settler.put_back(item, msg, delay_s=max(1, math.ceil(remaining)))

@@ -1,0 +1,89 @@
+"""While a drainer works: listing its queue's lanes, so a lane with new work is found within about LANE_POLL_S.
+
+The receivers serve the lanes the drainer knows (`shared.core.lanes.LaneOrder`); this watcher lists them again
+when a listing is due, learns each lane's mark (which names the batch its submit committed, so the engine admits
+that batch with no manifest read) and tells the drainer which lanes woke up mid-drain, for an express page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Callable
+
+from shared.core.errors import StorageError
+from shared.core.lanes import LaneOrder, committed_in
+from shared.engine import lane_queues
+from shared.services import Services
+
+log = logging.getLogger("shared.engine.drainer")  # one logger for the whole engine
+
+LANE_POLL_S = 0.05  # while draining, the lanes are listed again at most this often (a new tenant's wait) ...
+LANE_POLL_MESSAGES = 4  # ... and at most once per this many messages received ...
+LANE_POLL_MAX_S = 1.0  # ... unless this long has passed
+LANE_WATCH_S = 0.025  # how often the watcher asks whether a listing is due (no I/O unless it is)
+
+
+class LaneWatch:
+    def __init__(
+        self,
+        services: Services,
+        queue: str,
+        order: LaneOrder,
+        clock: Callable[[], float],
+        *,
+        committed: Callable[[str, str, int], None],
+        woke: Callable[[list[str], bool], None],
+        mid_drain: Callable[[], bool],
+    ) -> None:
+        """`committed(batch_id, attempt, accepted_ms)`: a mark named a batch the drainer had not seen committed;
+        `woke(lanes, mid_drain)`: a listing found these lanes with new work; `mid_drain()`: whether the drainer's
+        receivers hold a lease and have received something."""
+        self.s, self.queue_name, self.order, self.clock = services, queue, order, clock
+        self._committed, self._woke, self._mid_drain = committed, woke, mid_drain
+        self.listed_at = -math.inf
+        self.handled = 0  # messages whose handling ended (pages arrive 32 at a time; these one by one)
+        self._handled_at_listing = 0
+        self._listing: asyncio.Task[None] | None = None
+
+    def recently_listed(self) -> bool:
+        return self.clock() - self.listed_at < LANE_POLL_S
+
+    def due(self) -> bool:
+        """List the lanes again at most every LANE_POLL_S, and at most once per LANE_POLL_MESSAGES messages
+        handled unless LANE_POLL_MAX_S has passed: at most one transaction per 4 messages (1,000 items at the
+        default chunk size) while the drain is fast, at least one a second while it is slow."""
+        since = self.clock() - self.listed_at
+        received = self.handled - self._handled_at_listing
+        return since >= LANE_POLL_S and (received >= LANE_POLL_MESSAGES or since >= LANE_POLL_MAX_S)
+
+    async def watch(self) -> None:
+        """While the receivers work, list the lanes whenever that is due (`due`): a new tenant's batch is found
+        within about LANE_POLL_S, however long the receivers' pages take."""
+        while True:
+            await asyncio.sleep(LANE_WATCH_S)
+            if self.due():
+                await self.list_once()
+
+    async def list_once(self) -> None:
+        """One listing at a time, whichever receiver finds it due; the others go on receiving."""
+        if self._listing is None or self._listing.done():
+            self._listing = asyncio.ensure_future(self.list())
+            try:
+                await asyncio.shield(self._listing)
+            except StorageError as e:  # best effort: the lanes already known are served meanwhile
+                log.warning("listing the lanes of %s failed; trying again later: %s", self.queue_name, e)
+
+    async def list(self) -> None:
+        self.listed_at = self.clock()
+        self._handled_at_listing = self.handled
+        mid_drain = self._mid_drain()
+        found = await lane_queues.listed(self.s, self.queue_name)
+        for _, mark in found.values():  # a mark names the batch its submit committed: no manifest read for it
+            committed = committed_in(mark)
+            if committed is not None and self.s.committed.get(committed[0], now=self.clock()) != committed[1]:
+                self._committed(*committed)
+        woken = self.order.listed(found, self.clock(), mid_drain=mid_drain)
+        if woken:
+            self._woke(woken, mid_drain)

@@ -1,0 +1,248 @@
+"""Handler limits for the whole app, every drainer on every instance together: at most HANDLER_ITEMS_PER_S items
+a second and HANDLER_MAX_IN_FLIGHT chunks in the handler at once.
+
+Nothing is written per chunk (that would cost more than the chunk). Each drainer holds a claim, a part of each
+limit, in one allocation blob (`limits/handler.json`, state container) written with its ETag, so two drainers
+never claim the same room: the claims of drainers that hold a lease never add up to more than the limits. A
+drainer counts again every REFRESH_S while a limit is set (one listing of the lease blobs, one read of the
+allocation; a write only when its claim changes) and moves its claim toward its fair share: the limit divided
+by the drainers leasing now (in-flight split whole, by lease-name order). It lowers it at once (never below the
+chunks it has in flight) and raises it only into room nobody else claims, so a drainer that joins takes its
+share as the others give theirs up, within a count or two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from azure.storage.blob.aio import ContainerClient
+
+from shared.core.errors import PreconditionFailed, ResourceConflict, ResourceMissing, StorageError
+from shared.core.settings import Settings
+from shared.store.storage import read_json, translated, write_json
+
+log = logging.getLogger("shared.engine.drainer")
+
+REFRESH_S = 1.0
+LEASES_PREFIX = "leases/"
+ALLOCATION_BLOB = "limits/handler.json"
+
+
+@dataclass(frozen=True)
+class Claim:
+    chunks: int = 0
+    items_per_s: float = 0.0
+
+    def as_json(self) -> dict[str, float]:
+        return {"chunks": self.chunks, "items_per_s": self.items_per_s}
+
+
+def claim_for(
+    own: str,
+    leased: list[str],
+    claims: Mapping[str, Claim],
+    *,
+    in_flight: int | None,
+    items_per_s: float | None,
+    busy: int,
+) -> Claim:
+    """This drainer's next claim (pure): toward its fair share, lowered at once but never below `busy` chunks,
+    raised only into room the other leasing drainers do not claim. A drainer not in `claims` claims nothing."""
+    live = sorted({*leased, own})
+    others = [claims[name] for name in live if name != own and name in claims]
+    mine = claims.get(own, Claim())
+    chunks = 0
+    if in_flight is not None:
+        fair = in_flight_share(in_flight, len(live), live.index(own))
+        room = in_flight - sum(c.chunks for c in others)
+        chunks = max(min(fair, room), min(busy, mine.chunks), 0)
+    rate = 0.0
+    if items_per_s is not None:
+        fair_rate = rate_share(items_per_s, len(live))
+        room_rate = items_per_s - sum(c.items_per_s for c in others)
+        rate = max(0.0, min(fair_rate, room_rate))
+    return Claim(chunks, round(rate, 6))
+
+
+def in_flight_share(limit: int, drainers: int, rank: int) -> int:
+    """Drainer `rank` (0-based) of `drainers`: its whole part of `limit` chunks (the parts sum to `limit`)."""
+    drainers = max(1, drainers)
+    return limit // drainers + (1 if rank < limit % drainers else 0)
+
+
+def rate_share(limit: float, drainers: int) -> float:
+    return limit / max(1, drainers)
+
+
+class Pacer:
+    """Starts of work spaced so that items go at most `rate` a second: a chunk of k items starting at t lets
+    the next start at t + k / rate (the first starts at once)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._next = -math.inf
+
+    def reserve(self, items: int, rate: float) -> float:
+        """Reserve a start for `items`; answers how long to wait for it."""
+        now = self.clock()
+        start = max(now, self._next)
+        self._next = start + items / rate
+        return start - now
+
+    def ahead(self, rate: float, horizon_s: float, items_per_chunk: int) -> int:
+        """How many chunks of `items_per_chunk` this pace starts within `horizon_s` from now."""
+        free_in = max(0.0, self._next - self.clock())
+        return max(1, math.floor((horizon_s - free_in) * rate / max(1, items_per_chunk)))
+
+
+class HandlerLimits:
+    """One drainer's claim on the app-wide limits (None: that limit is not set)."""
+
+    def __init__(
+        self,
+        state: ContainerClient,
+        own_lease: str,
+        *,
+        items_per_s: float | None,
+        in_flight: int | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.state, self.own_lease, self.clock = state, own_lease, clock
+        self.items_per_s, self.in_flight_limit = items_per_s, in_flight
+        self.claim = Claim()  # nothing until the allocation says so
+        self._counted_at = -math.inf
+        self._pacer = Pacer(clock)
+        self._busy = 0
+        self._changed = asyncio.Condition()
+
+    @classmethod
+    def for_session(
+        cls, state: ContainerClient, own_lease: str, settings: Settings, clock: Callable[[], float]
+    ) -> HandlerLimits:
+        """The limits the settings ask for (0: not set), claimed under the session's lease blob."""
+        return cls(
+            state,
+            own_lease,
+            items_per_s=settings.handler_items_per_s or None,
+            in_flight=settings.handler_max_in_flight or None,
+            clock=clock,
+        )
+
+    @property
+    def active(self) -> bool:
+        return self.items_per_s is not None or self.in_flight_limit is not None
+
+    @property
+    def rate(self) -> float | None:
+        return None if self.items_per_s is None else self.claim.items_per_s
+
+    @property
+    def capacity(self) -> int | None:
+        return None if self.in_flight_limit is None else self.claim.chunks
+
+    async def count(self) -> None:
+        """Count the drainers leasing now and move this one's claim (one listing, one read, a write if it
+        changes; best effort: on a storage error or a concurrent write the claim stands until the next count)."""
+        self._counted_at = self.clock()
+        try:
+            await self._count()
+        except (StorageError, PreconditionFailed, ResourceConflict) as e:
+            log.info("handler limits: claim not moved this time (%s)", e)
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def _count(self) -> None:
+        async with translated("list drain leases"):
+            leased = [
+                b.name async for b in self.state.list_blobs(name_starts_with=LEASES_PREFIX) if b.lease.state == "leased"
+            ]
+        try:
+            doc, etag = await read_json(self.state, ALLOCATION_BLOB)
+        except ResourceMissing:
+            doc, etag = {}, None
+        entries = doc.get("drainers", {}) if isinstance(doc, dict) else {}
+        claims = {name: Claim(int(e.get("chunks", 0)), float(e.get("items_per_s", 0.0))) for name, e in entries.items()}
+        live = {*leased, self.own_lease}
+        claims = {name: c for name, c in claims.items() if name in live}  # a released lease claims nothing
+        wanted = claim_for(
+            self.own_lease,
+            leased,
+            claims,
+            in_flight=self.in_flight_limit,
+            items_per_s=self.items_per_s,
+            busy=self._busy,
+        )
+        if wanted == claims.get(self.own_lease) and len(claims) == len(entries):
+            self.claim = wanted
+            return
+        claims[self.own_lease] = wanted
+        body = {"drainers": {name: c.as_json() for name, c in sorted(claims.items())}}
+        await write_json(self.state, ALLOCATION_BLOB, body, etag=etag, create_only=etag is None)
+        if wanted != self.claim:
+            log.info(
+                "handler limits: %d drainer(s) leasing; this one may start %s items/s and hold %s chunk(s)",
+                len(live), _shown(self.rate if self.items_per_s is None else wanted.items_per_s),
+                _shown(None if self.in_flight_limit is None else wanted.chunks),
+            )  # fmt: skip
+        self.claim = wanted
+
+    async def release(self) -> None:
+        """Give the claim back as the session ends (best effort: a released lease's claim is ignored anyway)."""
+        if not self.active:
+            return
+        with contextlib.suppress(StorageError, PreconditionFailed, ResourceMissing):
+            doc, etag = await read_json(self.state, ALLOCATION_BLOB)
+            entries = dict(doc.get("drainers", {}))
+            if entries.pop(self.own_lease, None) is not None:
+                await write_json(self.state, ALLOCATION_BLOB, {"drainers": entries}, etag=etag)
+
+    async def _recount_if_due(self) -> None:
+        if self.clock() - self._counted_at >= REFRESH_S:
+            await self.count()
+
+    def page_size(self, most: int, visibility_s: float, items_per_chunk: int) -> int:
+        """How many messages to receive: no more than this drainer's pace starts within half a visibility
+        timeout, so none waits long enough to need its visibility extended."""
+        rate = self.rate
+        if rate is None:
+            return most
+        if rate <= 0:
+            return 1
+        return max(1, min(most, self._pacer.ahead(rate, visibility_s / 2, items_per_chunk)))
+
+    @asynccontextmanager
+    async def admit(self, items: int) -> AsyncIterator[None]:
+        """Hold one of this drainer's in-flight places and a start within its pace for a chunk of `items`."""
+        if not self.active:
+            yield
+            return
+        while True:
+            await self._recount_if_due()
+            async with self._changed:
+                capacity, rate = self.capacity, self.rate
+                if (capacity is None or self._busy < capacity) and (rate is None or rate > 0):
+                    self._busy += 1
+                    break
+                # Until a place comes free or the claim changes (counted again every REFRESH_S).
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), REFRESH_S)
+        try:
+            rate = self.rate
+            if rate is not None:
+                await asyncio.sleep(self._pacer.reserve(items, rate))
+            yield
+        finally:
+            async with self._changed:
+                self._busy -= 1
+                self._changed.notify_all()
+
+
+def _shown(value: float | int | None) -> str:
+    return "unlimited" if value is None else f"{value:g}"

@@ -1,0 +1,56 @@
+"""A listed batch's progress from its index entry and its result listing (pure): counts, status, items per
+second, time left and wake latency.
+
+It needs no manifest: a batch is complete when every item is settled (succeeded or failed), which is when
+every chunk is done (`shared.ops.status` counts chunks; each item is recorded once, so the two agree).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from shared.batch.results import ResultEntry, newest
+from shared.store.batch_index import IndexEntry
+
+
+def batch_progress(batch: IndexEntry, found: Iterable[ResultEntry], now: datetime) -> dict[str, Any]:
+    entries = [e for e in newest(found) if 0 <= e.chunk < batch.chunks]
+    succeeded = sum(e.ok for e in entries)
+    failed = sum(e.failed for e in entries)
+    settled = succeeded + failed
+    complete = settled >= batch.items
+    if complete:
+        status = "completed_with_failures" if failed else "completed"
+    else:
+        status = "processing" if entries else "accepted"
+    times = sorted(e.written_at for e in entries)
+    first, last = (times[0], times[-1]) if times else (None, None)
+    accepted = datetime.fromisoformat(batch.accepted_at)
+    rate = items_per_s(settled, accepted, last if complete else now)
+    pending = max(0, batch.items - settled)
+    return {
+        "batch_id": batch.batch_id,
+        "status": status,
+        "items": {"total": batch.items, "succeeded": succeeded, "failed": failed, "pending": pending},
+        "chunks": {"total": batch.chunks, "poisoned": len({e.chunk for e in entries if e.failed})},
+        "created_at": batch.created_at,
+        "accepted_at": batch.accepted_at,
+        "first_result_at": first.isoformat() if first else None,
+        "last_result_at": last.isoformat() if last else None,
+        "completed_at": last.isoformat() if complete and last else None,
+        "wake_ms": round((first - accepted).total_seconds() * 1000) if first else None,
+        "items_per_s": round(rate, 2) if rate else None,
+        # Rounded up, to the tenth: only a complete batch has no time left.
+        "eta_s": 0.0 if complete else (math.ceil(pending / rate * 10) / 10 if rate else None),
+    }
+
+
+def items_per_s(settled: int, since: datetime, until: datetime | None) -> float | None:
+    """Settled items over the time from acceptance (what the submitter waits), None before there is a rate."""
+    if not settled or until is None:
+        return None
+    seconds = (until - since).total_seconds()
+    return settled / seconds if seconds > 0 else None

@@ -1,0 +1,193 @@
+"""Background replays: a replay too large for one answer runs as a job, a step at a time.
+
+`POST /api/poison/replay` with `"background": true` writes a job (`replays/<job id>.json`, state container) and
+publishes a `replay-step` event; the drain function serves it by replaying what the job's rate allows in
+STEP_S (`shared.ops.replay.replay`, the same code as a replay in the foreground), writing the job's progress, and
+publishing the next step until nothing matching is left or the job's limit is reached. A step claims the job
+(its `step_until`, written with the blob's ETag) so that a redelivered event and a kick never run two steps at
+once. If a step's event is lost (Service Bus unreachable), reading the job's status after STALL_S publishes
+it again. Chunks a step leaves parked (not chunks, or no longer failed) are remembered and never tried again by
+the job. Progress: `GET /api/poison/replay/{job id}`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any
+
+from shared.core.errors import NotFound, PreconditionFailed, ResourceConflict, ResourceMissing, TriggerUnavailable
+from shared.core.events import Reason, TriggerEvent
+from shared.ops import replay
+from shared.services import Services
+from shared.store.storage import read_json, write_json
+
+log = logging.getLogger(__name__)
+
+STEP_S = 60.0  # a step replays what its rate allows in this long (the drain function's budget is longer)
+UNPACED_STEP = 500  # chunks a step takes without a rate
+STALL_S = 3 * STEP_S  # a running job not written for this long has lost its step event
+CLAIM_MARGIN_S = 30.0
+SKIPPED_SHOWN = 20
+
+
+def job_blob(job_id: str) -> str:
+    return f"replays/{job_id}.json"
+
+
+def is_job_id(text: str) -> bool:
+    return len(text) == 32 and all(c in "0123456789abcdef" for c in text)
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+@dataclass(frozen=True)
+class Job:
+    job_id: str
+    limit: int
+    rate: float | None = None
+    batch_id: str | None = None
+    message_ids: list[str] | None = None
+    state: str = "running"  # running | done
+    replayed: int = 0
+    skipped_ids: list[str] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)  # the first SKIPPED_SHOWN, with why
+    steps: int = 0
+    created_at: str = field(default_factory=now_iso)
+    updated_at: str = field(default_factory=now_iso)
+    finished_at: str | None = None
+    step_until: float = 0.0  # epoch seconds: a step holds the job until then
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Job:
+        return cls(**doc)
+
+    def step_limit(self) -> int:
+        left = self.limit - self.replayed - len(self.skipped_ids)
+        per_step = UNPACED_STEP if self.rate is None else 1 + int(STEP_S * self.rate)
+        return max(0, min(left, per_step))
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "state": self.state,
+            "rate": self.rate,
+            "limit": self.limit,
+            "batch_id": self.batch_id,
+            "replayed": self.replayed,
+            "skipped": len(self.skipped_ids),
+            "skipped_first": self.skipped,
+            "steps": self.steps,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "finished_at": self.finished_at,
+            "status_url": status_url(self.job_id),
+        }
+
+
+def status_url(job_id: str) -> str:
+    return f"/api/poison/replay/{job_id}"
+
+
+async def start(
+    services: Services,
+    *,
+    batch_id: str | None = None,
+    message_ids: set[str] | None = None,
+    limit: int = replay.DEFAULT_LIMIT,
+    rate: float | None = None,
+) -> Job:
+    """Write the job and publish its first step; the job stands even if Service Bus cannot be reached (its
+    status read publishes the step again)."""
+    ids = sorted(message_ids) if message_ids is not None else None
+    job = Job(uuid.uuid4().hex, limit, rate, batch_id, ids)
+    state = await services.storage.ensure_container(services.settings.state_container)
+    await write_json(state, job_blob(job.job_id), job.to_json(), create_only=True)
+    await publish_step(services, job.job_id)
+    log.warning("replay job %s started: batch %s, limit %d, rate %s", job.job_id, batch_id, limit, rate)
+    return job
+
+
+async def publish_step(services: Services, job_id: str) -> bool:
+    queue = services.settings.partition_queues()[0]  # events name a queue; a step's is the first partition
+    event = TriggerEvent(services.settings.account_name, queue, Reason.REPLAY_STEP, job=job_id)
+    try:
+        await services.publisher.publish(event)
+    except TriggerUnavailable as e:
+        log.warning("replay job %s: next step not published (its status read will publish it): %s", job_id, e)
+        return False
+    return True
+
+
+async def read(services: Services, job_id: str) -> tuple[Job, str]:
+    if not is_job_id(job_id):
+        raise NotFound("no replay job has this id (job ids are 32 lowercase hex digits)", job_id=job_id[:64])
+    state = await services.storage.ensure_container(services.settings.state_container)
+    try:
+        doc, etag = await read_json(state, job_blob(job_id))
+    except ResourceMissing:
+        raise NotFound(f"no replay job {job_id}", job_id=job_id) from None
+    return Job.from_json(doc), etag
+
+
+async def step(services: Services, job_id: str) -> Job | None:
+    """One step of the job; None when another step holds it or it is done."""
+    job, etag = await read(services, job_id)
+    if job.state != "running" or job.step_until > time.time():
+        return None
+    state = services.storage.container(services.settings.state_container)
+    claimed = replace(job, step_until=time.time() + STEP_S + CLAIM_MARGIN_S)
+    try:
+        etag = await write_json(state, job_blob(job_id), claimed.to_json(), etag=etag)
+    except (PreconditionFailed, ResourceConflict):
+        return None  # another step took it
+    wanted = job.step_limit()
+    answer = await replay.replay(
+        services,
+        batch_id=job.batch_id,
+        message_ids=set(job.message_ids) if job.message_ids is not None else None,
+        limit=wanted,
+        rate=job.rate,
+        exclude=frozenset(job.skipped_ids),
+        window_s=STEP_S,
+    )
+    skipped = answer["skipped"]
+    taken = answer["replayed"] + len(skipped)
+    finished = taken < wanted or job.replayed + answer["replayed"] + len(job.skipped_ids) + len(skipped) >= job.limit
+    done = replace(
+        claimed,
+        replayed=job.replayed + answer["replayed"],
+        skipped_ids=job.skipped_ids + [s["message_id"] for s in skipped],
+        skipped=(job.skipped + skipped)[:SKIPPED_SHOWN],
+        steps=job.steps + 1,
+        updated_at=now_iso(),
+        state="done" if finished else "running",
+        finished_at=now_iso() if finished else None,
+        step_until=0.0,
+    )
+    await write_json(state, job_blob(job_id), done.to_json(), etag=etag)
+    log.warning(
+        "replay job %s step %d: %d replayed, %d left parked; %s",
+        job_id, done.steps, answer["replayed"], len(skipped), "done" if finished else "more to come",
+    )  # fmt: skip
+    if not finished:
+        await publish_step(services, job_id)
+    return done
+
+
+async def status(services: Services, job_id: str) -> dict[str, Any]:
+    """The job's progress; a running job whose step event was lost gets it again."""
+    job, _ = await read(services, job_id)
+    updated = datetime.fromisoformat(job.updated_at).timestamp()
+    stalled = job.state == "running" and job.step_until < time.time() and time.time() - updated > STALL_S
+    if stalled and await publish_step(services, job_id):
+        log.warning("replay job %s had stalled since %s; its next step is published again", job_id, job.updated_at)
+    return job.view()

@@ -1,0 +1,112 @@
+"""Read-side views: one batch's status, recent batches, and the state of every work queue (I/O around pure
+aggregation)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from shared.batch.batches import Manifest, is_batch_id
+from shared.core import layout
+from shared.core.errors import NotFound, ResourceMissing
+from shared.core.lanes import Lane
+from shared.engine import lane_queues
+from shared.engine.rates import QUEUE_TARGET_PER_S, advice
+from shared.ops import costs
+from shared.ops.progress import batch_progress
+from shared.ops.status import batch_status
+from shared.services import Services
+from shared.store import batch_index
+from shared.store.fallback_state import to_view
+from shared.store.leases import queue_leases
+from shared.store.result_store import list_entries
+from shared.store.storage import read_json
+from shared.telemetry import metrics
+from shared.telemetry.activity import ACTIVITY
+from shared.watch import lookout
+
+STARTED_AT = datetime.now(timezone.utc).isoformat()
+
+
+async def read_batch_status(services: Services, batch_id: str) -> dict[str, Any]:
+    """Manifest (one read) plus one listing of its result blobs with their metadata."""
+    if not is_batch_id(batch_id):
+        raise NotFound("no batch has this id (batch ids are 32 lowercase hex digits)", batch_id=batch_id[:64])
+    settings = services.settings
+    try:
+        doc, _ = await read_json(services.storage.container(settings.batches_container), layout.manifest_blob(batch_id))
+    except ResourceMissing:
+        raise NotFound(f"no batch {batch_id}", batch_id=batch_id) from None
+    manifest = Manifest.from_json(doc)
+    entries = await list_entries(services.storage.container(settings.results_container), batch_id)
+    status = batch_status(manifest, entries)
+    if status["chunks"]["pending"]:
+        # The backlog its chunks wait in: one read per partition it went to.
+        names = [Lane(q, manifest.tenant, manifest.priority).name for q in manifest.queues]
+        status["lane"]["depth"] = sum([await lane_queues.depth(services, name) for name in names])
+    return status
+
+
+async def read_queue_status(services: Services) -> dict[str, Any]:
+    settings = services.settings
+    state = await services.storage.ensure_container(settings.state_container)
+    now_ms = int(time.time() * 1000)
+    partitions = []
+    tenants: dict[str, int] = {}
+    count = len(settings.partition_queues())
+    for queue in settings.partition_queues():
+        backoff = await services.backoff.load(queue, now_ms)
+        leases = await queue_leases(state, queue, fresh_s=settings.lease_s)
+        lanes = await lane_queues.depths(services, queue)
+        depth, poison_depth = sum(lanes.values()), await lane_queues.depth(services, settings.poison_queue(queue))
+        for lane, n in lanes.items():
+            tenants[lane.tenant] = tenants.get(lane.tenant, 0) + n
+        metrics.observe_depth(queue, depth)
+        metrics.observe_depth(queue, poison_depth, kind="poison")
+        partitions.append(
+            {
+                "queue": queue,
+                "depth": depth,
+                "lanes": [
+                    {"queue": lane.name, "tenant": lane.tenant, "priority": lane.priority, "depth": n}
+                    for lane, n in sorted(lanes.items(), key=lambda pair: pair[0].name)
+                ],
+                "poison_depth": poison_depth,
+                "active_drainers": leases.active,
+                "message_rate_per_s": round(leases.rate_per_s, 1),
+                "message_rate_target_per_s": QUEUE_TARGET_PER_S,
+                "advice": advice(queue, leases.rate_per_s, count),
+                "draining_here": sorted(slot for q, slot in services.draining if q == queue),
+                "fallback_backoff": to_view(backoff, now_ms),
+                "look_chain": (await lookout.read(services, queue))[0].view(now_ms),
+            }
+        )
+    totals, reads = services.counter.totals(), services.counter.read_totals()
+    return {
+        "account": settings.account_name,
+        "trigger_queue": settings.trigger_queue,
+        "partitions": partitions,
+        "tenants": [{"tenant": t, "depth": n} for t, n in sorted(tenants.items())],
+        "storage_transactions": {
+            "since": STARTED_AT,
+            "total": sum(totals.values()),
+            "by_operation": totals,
+            "reads": {"total": sum(reads.values()), "by_operation": reads},
+            **costs.comparison(totals, reads, ACTIVITY.view()["total"]),
+        },
+    }
+
+
+async def read_batch_page(services: Services, limit: int, continuation: str | None) -> dict[str, Any]:
+    """Recent batches, newest first: one listing of the index, then one listing of each batch's results."""
+    settings = services.settings
+    index = await batch_index.page(services.storage.container(settings.batches_container), limit, continuation)
+    results = services.storage.container(settings.results_container)
+    listed = await asyncio.gather(*(list_entries(results, entry.batch_id) for entry in index.entries))
+    now = datetime.now(timezone.utc)
+    return {
+        "batches": [batch_progress(entry, found, now) for entry, found in zip(index.entries, listed, strict=True)],
+        "continuation": index.continuation,
+    }

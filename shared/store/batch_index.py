@@ -1,0 +1,128 @@
+"""The index of accepted batches, newest first: one empty blob per batch, written when the batch is committed.
+
+Batch ids are random (or derived from an Idempotency-Key), so listing the manifests is not time-ordered.
+Each accepted batch gets `index/{inverted accepted time}-{batch id}` in the batches container: names sort
+newest first, so one listing page of the index is one page of recent batches, and the blob's metadata
+carries the counts, so that page needs no reads. Cost: one PutBlob per accepted batch (again on a keyed
+retry that finds its batch accepted, which closes the gap a crash between commit and index would leave).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from azure.storage.blob.aio import ContainerClient
+
+from shared.batch.batches import Manifest
+from shared.core.errors import MalformedRequest, ResourceMissing, StorageError
+from shared.store.storage import translated
+
+log = logging.getLogger(__name__)
+
+PREFIX = "index/"
+NEWEST_MS = 10**13 - 1  # epoch ms in 13 digits: until the year 2286
+NAME = re.compile(r"index/(?P<inverted>\d{13})-(?P<batch_id>[0-9a-f]{32})")
+# A storage marker: printable ASCII, no spaces (Azure's are base64 with `!` and digits; Azurite's are blob names);
+# a few hundred characters at most. The OpenAPI document says the same.
+TOKEN = re.compile(r"[!-~]{1,512}")
+BAD_CONTINUATION = "continuation is not a token this API gave (pass back the one a page answered)"
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """One listed batch as its index blob describes it (no read of its manifest)."""
+
+    batch_id: str
+    items: int
+    chunks: int
+    created_at: str
+    accepted_at: str
+
+
+@dataclass(frozen=True)
+class IndexPage:
+    entries: list[IndexEntry]
+    continuation: str | None  # opaque, for the next page; None on the last
+
+
+def epoch_ms(at: datetime) -> int:
+    return int(at.timestamp() * 1000)
+
+
+def blob_name(batch_id: str, accepted_at: datetime) -> str:
+    """`index/{NEWEST_MS - accepted ms}-{batch id}`: lexical order is newest first."""
+    return f"{PREFIX}{NEWEST_MS - epoch_ms(accepted_at):013d}-{batch_id}"
+
+
+def metadata(manifest: Manifest) -> dict[str, str]:
+    assert manifest.accepted_at is not None, "only an accepted batch is indexed"
+    return {
+        "items": str(manifest.items),
+        "chunks": str(manifest.chunks),
+        "created_at": manifest.created_at,
+        "accepted_at": manifest.accepted_at,
+    }
+
+
+def entry(name: str, meta: Mapping[str, str] | None) -> IndexEntry | None:
+    """The batch an index blob names, or None for a blob that is not one of ours."""
+    found = NAME.fullmatch(name)
+    if found is None:
+        return None
+    meta = meta or {}
+    try:
+        items, chunks = int(meta["items"]), int(meta["chunks"])
+        created, accepted = meta["created_at"], meta["accepted_at"]
+    except (KeyError, ValueError):
+        return None
+    return IndexEntry(found["batch_id"], items, chunks, created, accepted)
+
+
+def decode_token(token: str) -> str:
+    """The storage marker a continuation token is (verbatim: printable ASCII, as storage gives them); any other
+    shape is a 400. A token this API did not give names some other place in the index, or storage refuses it."""
+    if not TOKEN.fullmatch(token):
+        raise MalformedRequest(BAD_CONTINUATION)
+    return token
+
+
+async def record(container: ContainerClient, manifest: Manifest) -> bool:
+    """Index an accepted batch (one PutBlob, empty, its counts in metadata; the same name if written again).
+
+    The index is a view, not the data: the batch is already accepted, so a failed write is logged and the
+    submission goes on (the batch is then missing from the list, never from storage or from its status route)."""
+    assert manifest.accepted_at is not None, "only an accepted batch is indexed"
+    name = blob_name(manifest.batch_id, datetime.fromisoformat(manifest.accepted_at))
+    try:
+        async with translated(f"index batch {manifest.batch_id}"):
+            await container.get_blob_client(name).upload_blob(b"", overwrite=True, metadata=metadata(manifest))
+    except StorageError as e:
+        log.warning("batch %s accepted but not indexed (it is missing from the batch list): %s", manifest.batch_id, e)
+        return False
+    return True
+
+
+async def page(container: ContainerClient, limit: int, continuation: str | None = None) -> IndexPage:
+    """One page of the index, newest first: one ListBlobs call."""
+    marker = decode_token(continuation) if continuation is not None else None
+    listing = container.list_blobs(name_starts_with=PREFIX, include=["metadata"], results_per_page=limit)
+    pages: Any = listing.by_page(continuation_token=marker)
+    entries: list[IndexEntry] = []
+    try:
+        async with translated("list the batch index"):
+            async for one_page in pages:
+                entries.extend(e for blob in [b async for b in one_page] if (e := entry(blob.name, blob.metadata)))
+                break
+    except ResourceMissing:
+        return IndexPage([], None)  # no batch was ever accepted: the container does not exist yet
+    except StorageError as e:
+        if marker is not None and e.status == 400:
+            raise MalformedRequest(BAD_CONTINUATION) from None
+        raise
+    next_marker = pages.continuation_token
+    return IndexPage(entries, next_marker or None)

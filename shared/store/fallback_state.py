@@ -1,0 +1,97 @@
+"""The fallback poller's back-off state per queue: in memory, persisted to a blob only when it changes.
+
+Only the interval (and idle count) is persisted, with ETag concurrency; the next due time lives in
+memory. At the ceiling nothing changes, so an idle queue costs one depth read per ceiling and no
+writes. After a restart, a queue is due at once, and continues from the persisted interval.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from shared.core import layout
+from shared.core.backoff import PollPolicy, PollState
+from shared.core.errors import PreconditionFailed, ResourceConflict, ResourceMissing
+from shared.core.settings import Settings
+from shared.store.storage import read_json, write_json
+
+if TYPE_CHECKING:
+    from shared.store.storage import Storage
+
+log = logging.getLogger(__name__)
+
+
+def policy_of(settings: Settings) -> PollPolicy:
+    return PollPolicy(
+        floor_ms=settings.backoff_floor_ms,
+        ceiling_ms=settings.backoff_ceiling_ms,
+        exponent=settings.backoff_exponent,
+        jitter=settings.backoff_jitter,
+        decrease=settings.backoff_decrease,
+    )
+
+
+class BackoffStore:
+    def __init__(self, storage: Storage, settings: Settings) -> None:
+        self._storage = storage
+        self._settings = settings
+        self.policy = policy_of(settings)
+        self._states: dict[str, PollState] = {}
+        self._etags: dict[str, str | None] = {}
+
+    def known(self) -> dict[str, PollState]:
+        return dict(self._states)
+
+    async def load(self, queue: str, now_ms: int) -> PollState:
+        state = self._states.get(queue)
+        if state is None:
+            state = await self._read(queue, now_ms)
+            self._states[queue] = state
+        return state
+
+    async def _read(self, queue: str, now_ms: int) -> PollState:
+        container = await self._storage.ensure_container(self._settings.state_container)
+        try:
+            doc, etag = await read_json(container, layout.backoff_blob(queue))
+        except ResourceMissing:
+            self._etags[queue] = None
+            return self.policy.initial(now_ms)
+        self._etags[queue] = etag
+        return from_json(doc, now_ms, self.policy)
+
+    async def save(self, queue: str, state: PollState) -> None:
+        before = self._states.get(queue)
+        self._states[queue] = state
+        if before is not None and before.interval_ms == state.interval_ms and queue in self._etags:
+            return
+        container = await self._storage.ensure_container(self._settings.state_container)
+        etag = self._etags.get(queue)
+        doc = {"interval_ms": state.interval_ms, "idle_count": state.idle_count}
+        try:
+            self._etags[queue] = await write_json(
+                container, layout.backoff_blob(queue), doc, etag=etag, create_only=etag is None
+            )
+        except (PreconditionFailed, ResourceConflict):
+            # Another instance wrote first (the timer is a singleton, so rarely): adopt its state.
+            log.info("back-off state of %s changed elsewhere; reloading it", queue)
+            self._states[queue] = await self._read(queue, state.next_due_ms)
+
+
+def from_json(doc: Any, now_ms: int, policy: PollPolicy) -> PollState:
+    try:
+        interval = int(doc["interval_ms"])
+        idle = int(doc.get("idle_count", 0))
+    except (KeyError, TypeError, ValueError):
+        log.warning("back-off state blob is malformed (%r); starting from the floor", doc)
+        return policy.initial(now_ms)
+    interval = min(max(interval, policy.floor_ms), policy.ceiling_ms)
+    return PollState(interval_ms=interval, next_due_ms=now_ms, idle_count=idle)
+
+
+def to_view(state: PollState, now_ms: int) -> dict[str, int]:
+    return {
+        "interval_ms": state.interval_ms,
+        "idle_count": state.idle_count,
+        "next_due_in_ms": max(0, state.next_due_ms - now_ms),
+    }

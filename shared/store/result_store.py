@@ -1,0 +1,115 @@
+"""Result blobs in storage: the drain's group commit, and reading them back (I/O around `shared.batch.results`)."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from azure.storage.blob.aio import ContainerClient
+
+from shared.batch import results
+from shared.batch.results import ResultEntry
+from shared.batch.settlement import ResultRecord
+from shared.core import layout
+from shared.core.errors import ResourceMissing
+from shared.store.storage import read_json, translated, write_json
+
+
+class ResultWriter:
+    """Group commit: a record waits only for the write in flight for its batch, then goes out with every
+    record that settled meanwhile, in one blob. A lone record is written at once; under load one PutBlob
+    carries many (up to `max_records`). `write` returns once the record is stored, or raises what the
+    write raised (a `StorageError`): the caller then leaves its message to be redelivered."""
+
+    def __init__(
+        self,
+        container: ContainerClient,
+        *,
+        max_records: int = results.MAX_RECORDS_PER_BLOB,
+    ) -> None:
+        self._container = container
+        self._max = max_records
+        self._waiting: dict[str, list[tuple[ResultRecord, asyncio.Future[None]]]] = {}
+        self._flushing: dict[str, asyncio.Task[None]] = {}
+
+    async def write(self, record: ResultRecord) -> None:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(record.batch_id, []).append((record, done))
+        if record.batch_id not in self._flushing:
+            task = asyncio.create_task(self._flush(record.batch_id), name=f"results of {record.batch_id}")
+            self._flushing[record.batch_id] = task
+        await done
+
+    async def _flush(self, batch_id: str) -> None:
+        try:
+            while waiting := self._waiting.get(batch_id):
+                group, waiting[:] = waiting[: self._max], waiting[self._max :]
+                try:
+                    await self._put(batch_id, [record for record, _ in group])
+                except asyncio.CancelledError:
+                    for _, done in group:
+                        done.cancel()
+                    raise
+                except Exception as e:
+                    for _, done in group:
+                        if not done.done():
+                            done.set_exception(e)
+                else:
+                    for _, done in group:
+                        if not done.done():
+                            done.set_result(None)
+        finally:
+            self._flushing.pop(batch_id, None)
+            for _, done in self._waiting.pop(batch_id, []):  # only when cancelled: nobody writes these now
+                done.cancel()
+
+    async def _put(self, batch_id: str, records: list[ResultRecord]) -> None:
+        name = layout.result_group_blob(batch_id, int(time.time() * 1000), secrets.token_hex(4))
+        doc = results.group_document(batch_id, records, datetime.now(timezone.utc).isoformat())
+        await write_json(self._container, name, doc, metadata=results.blob_metadata(doc))
+
+    async def cancel(self) -> None:
+        """Stop writing (a cancelled session): records not yet written are not, and their messages return."""
+        tasks = list(self._flushing.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        # A flush cancelled before it ever ran never reached its `finally`: nobody may be left waiting.
+        self._flushing.clear()
+        for waiting in self._waiting.values():
+            for _, done in waiting:
+                done.cancel()
+        self._waiting.clear()
+
+
+async def list_entries(container: ContainerClient, batch_id: str) -> list[ResultEntry]:
+    """Every record of a batch, a lineage recorded twice included (`results.newest` picks), from one listing
+    with metadata, no reads."""
+    found: list[ResultEntry] = []
+    prefix = layout.results_prefix(batch_id)
+    try:
+        async with translated(f"list results of {batch_id}"):
+            async for blob in container.list_blobs(name_starts_with=prefix, include=["metadata"]):
+                found.extend(results.entries(blob.name, blob.metadata or {}, blob.last_modified))
+    except ResourceMissing:
+        pass  # no result was ever written
+    return found
+
+
+async def read_records(container: ContainerClient, batch_id: str) -> list[dict[str, Any]]:
+    """The newest record document of each lineage of a batch (one listing, one read per blob holding one)."""
+    chosen = results.newest(await list_entries(container, batch_id))
+    by_blob: dict[str, list[ResultEntry]] = {}
+    for entry in chosen:
+        by_blob.setdefault(entry.blob, []).append(entry)
+    records = []
+    for name, wanted in sorted(by_blob.items()):
+        doc, _ = await read_json(container, name)
+        for entry in wanted:
+            record = results.select(doc, entry)
+            if record is not None:
+                records.append(record)
+    return records

@@ -1,0 +1,120 @@
+"""Where spans and metrics go: configured once per process, from the environment.
+
+- `APPLICATIONINSIGHTS_CONNECTION_STRING` set: Application Insights, through the Azure Monitor OpenTelemetry
+  distro (with Entra ID auth when `APPLICATIONINSIGHTS_AUTHENTICATION_STRING` says `Authorization=AAD`, as
+  infra/ deploys it). host.json's `telemetryMode: OpenTelemetry` makes the host export its own the same way.
+- else `OTEL_EXPORTER_OTLP_ENDPOINT` set: OTLP over HTTP (the exporter reads the standard OTEL_* variables).
+- else `TRACES_FILE` set (`make run` sets it): spans as JSON lines in that file, kept to about
+  `TRACES_FILE_MAX_BYTES` (the previous file is kept beside it as `.1`), for `python -m shared.cli trace`.
+  Metrics have no local sink: the counters they read are on `/api/queues`.
+- else nothing: the OpenTelemetry API stays a no-op, and costs next to nothing.
+
+Sampling is the SDK's (`OTEL_TRACES_SAMPLER`, default parent-based always-on).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from shared.core.errors import SettingsError
+from shared.core.settings import Settings
+from shared.telemetry import metrics
+from shared.telemetry.metering import TransactionCounter
+from shared.telemetry.tracing import correlate_log_records
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    from shared.telemetry.span_file import JsonLinesExporter
+
+log = logging.getLogger(__name__)
+
+_configured: str | None = None
+_lock = threading.Lock()
+
+
+def configure(settings: Settings, counter: TransactionCounter, environ: Mapping[str, str] | None = None) -> str:
+    """Set up export once per process; returns where telemetry goes: "azure-monitor", "otlp", "file", "off", or
+    "already-configured" when something else in the process set an SDK up first (it is used as it is)."""
+    global _configured
+    env = os.environ if environ is None else environ
+    with _lock:
+        if _configured is not None:
+            return _configured
+        _configured = _configure(env, settings)
+        correlate_log_records()
+        if _configured != "off":
+            metrics.register_observers(counter)
+            log.info("telemetry: exporting to %s", _configured)
+        return _configured
+
+
+def _configure(env: Mapping[str, str], settings: Settings) -> str:
+    if "opentelemetry.sdk.trace" in sys.modules:  # nothing can have installed an SDK provider without it
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+
+        if isinstance(trace.get_tracer_provider(), TracerProvider):
+            return "already-configured"  # by the Functions Python worker, or by the process that embeds the app
+    if env.get("APPLICATIONINSIGHTS_CONNECTION_STRING", "").strip():
+        from azure.monitor.opentelemetry import configure_azure_monitor
+
+        configure_azure_monitor(**azure_monitor_options(env))
+        return "azure-monitor"
+    if env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip():
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        _install(env, OTLPSpanExporter(), OTLPMetricExporter())
+        return "otlp"
+    if settings.traces_file:
+        _install(env, file_exporter(settings), None)
+        return "file"
+    return "off"
+
+
+def file_exporter(settings: Settings) -> JsonLinesExporter:
+    """The trace file's exporter; a path that cannot be written fails at start, naming TRACES_FILE."""
+    from shared.telemetry.span_file import JsonLinesExporter
+
+    try:
+        return JsonLinesExporter(Path(settings.traces_file), settings.traces_file_max_bytes)
+    except OSError as e:
+        raise SettingsError("TRACES_FILE", f"cannot write spans to {settings.traces_file}: {e.strerror or e}") from None
+
+
+def azure_monitor_options(env: Mapping[str, str]) -> dict[str, Any]:
+    """The distro's options: the app's logger names, and a managed identity when the connection is Entra-only."""
+    options: dict[str, Any] = {"logger_name": "shared"}
+    given = env.get("APPLICATIONINSIGHTS_AUTHENTICATION_STRING", "")
+    auth = dict(part.split("=", 1) for part in given.split(";") if "=" in part)
+    if auth.get("Authorization", "").upper() == "AAD":
+        from azure.identity import ManagedIdentityCredential
+
+        client_id = auth.get("ClientId") or None
+        options["credential"] = ManagedIdentityCredential(client_id=client_id)
+    return options
+
+
+def _install(env: Mapping[str, str], spans: SpanExporter, metric_exporter: Any) -> None:
+    from opentelemetry import metrics as otel_metrics
+    from opentelemetry import trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    resource = Resource.create({"service.name": env.get("OTEL_SERVICE_NAME") or "queue-drain"})
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(BatchSpanProcessor(spans))
+    trace.set_tracer_provider(provider)
+    if metric_exporter is not None:
+        reader = PeriodicExportingMetricReader(metric_exporter)
+        otel_metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[reader]))
