@@ -1,4 +1,5 @@
-"""The README documents every app setting the code reads, with its real default."""
+"""The README opens with the two commands and maps every page of the documentation; the settings page documents
+every app setting the code reads, with its real default."""
 
 from __future__ import annotations
 
@@ -6,18 +7,21 @@ import dataclasses
 import re
 from pathlib import Path
 
-from shared.settings import BINDING_SETTINGS, Settings, parse_value
+from shared.core.settings import BINDING_SETTINGS, Settings, parse_value
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-ROWS = dict(re.findall(r"^\| `([A-Za-z0-9_]+)` \| ([^|]+) \|", README, flags=re.MULTILINE))
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+SETTINGS_PAGE = (ROOT / "docs" / "settings.md").read_text()
+ROWS = dict(re.findall(r"^\| `([A-Za-z0-9_]+)` \| ([^|]+) \|", SETTINGS_PAGE, flags=re.MULTILINE))
+README_MAX_LINES = 200
 
 
-def test_every_setting_is_in_the_readme_with_its_default():
+def test_every_setting_is_on_the_settings_page_with_its_default():
     for f in dataclasses.fields(Settings):
         variable = f.metadata.get("env")
         if variable is None:
             continue
-        assert variable in ROWS, f"{variable} is missing from the README settings table"
+        assert variable in ROWS, f"{variable} is missing from the settings table of docs/settings.md"
         documented = ROWS[variable].strip().strip("`")
         documented = "" if documented == "empty" else documented  # an empty string, said in words
         if variable in BINDING_SETTINGS:
@@ -29,3 +33,13 @@ def test_every_setting_is_in_the_readme_with_its_default():
 def test_the_readme_starts_with_the_two_commands():
     commands = re.findall(r"^make (\w+)", README, flags=re.MULTILINE)
     assert commands[:2] == ["run", "test"]
+
+
+def test_the_readme_is_short_and_every_page_it_links_exists():
+    assert len(README.splitlines()) <= README_MAX_LINES
+    linked = set(re.findall(r"\]\(((?:docs/)?[\w./-]+\.md)(?:#[\w-]+)?\)", README))
+    assert linked, "the README links the documentation"
+    for target in linked:
+        assert (ROOT / target).is_file(), f"README links {target}, which does not exist"
+    pages = {f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")} - {"docs/README.md"}
+    assert pages <= linked, f"pages under docs/ that the README does not link: {sorted(pages - linked)}"
