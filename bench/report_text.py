@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import report_flow, report_idle, report_platform, report_tracing
+from bench import cost, report_flow, report_idle, report_platform, report_tracing
 from bench.peers import LABELS
 from bench.profile_parts import OTHER
 from bench.report import PEERS, SYSTEMS, fmt, ms
@@ -50,6 +50,7 @@ def render(doc: dict[str, Any]) -> str:
         report_platform.section(),
         findings(doc),
         method(doc),
+        cost.section(),
     ]
     return "\n".join(parts).rstrip() + "\n"
 

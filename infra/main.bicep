@@ -8,18 +8,72 @@ targetScope = 'subscription'
 @description('Name of the environment (azd: AZURE_ENV_NAME); with the subscription and region it seeds every resource name.')
 param environmentName string
 
+// The regions that offer Flex Consumption, as Microsoft's Flex Consumption azd samples list them
+// (functions-quickstart-python-http-azd, November 2025; its early-access region eastus2euap left out). Check
+// `az functionapp list-flexconsumption-locations` for regions added since. azd offers only these (azd 1.12+).
 @minLength(1)
-@description('Region of every resource; it must offer Flex Consumption (az functionapp list-flexconsumption-locations).')
+@description('Region of every resource; one that offers Flex Consumption.')
+@allowed([
+  'australiaeast'
+  'australiasoutheast'
+  'brazilsouth'
+  'canadacentral'
+  'centralindia'
+  'centralus'
+  'eastasia'
+  'eastus'
+  'eastus2'
+  'francecentral'
+  'germanywestcentral'
+  'italynorth'
+  'japaneast'
+  'koreacentral'
+  'northcentralus'
+  'northeurope'
+  'norwayeast'
+  'southafricanorth'
+  'southcentralus'
+  'southeastasia'
+  'southindia'
+  'spaincentral'
+  'swedencentral'
+  'uaenorth'
+  'uksouth'
+  'ukwest'
+  'westcentralus'
+  'westeurope'
+  'westus'
+  'westus2'
+  'westus3'
+])
+@metadata({
+  azd: {
+    type: 'location'
+  }
+})
 param location string
+
+@description('Object id of whoever deploys (azd: AZURE_PRINCIPAL_ID, set by azd from the signed-in account): it gets the data-plane roles the operator tools need, since shared-key access is off. Empty: none.')
+param principalId string = ''
+
+@description('Kind of that principal (azd: AZURE_PRINCIPAL_TYPE): User for a person, ServicePrincipal for CI.')
+@allowed(['User', 'ServicePrincipal', 'Group'])
+param principalType string = 'User'
 
 @description('Memory of each instance in MB; 2048 gives one vCPU, 4096 two.')
 @allowed([512, 2048, 4096])
 param instanceMemoryMB int = 2048
 
-@description('Most instances the platform may run: Flex Consumption defaults to 100 and allows up to 1000. MAX_DRAINERS_PER_QUEUE follows it.')
+// Microsoft's event-driven scaling page (Flex Consumption) gives 1 as the lowest value and 1000 as the highest;
+// older pages and the samples gave 40, and values under 40 have been reported refused in some regions.
+@description('Most on-demand instances of each scale group (the HTTP functions together; the drain function; the timer), not of the whole app; always-ready instances are not counted. Flex Consumption defaults to 100; 1 to 1000. MAX_DRAINERS_PER_QUEUE follows it, within the regional memory quota.')
 @minValue(1)
 @maxValue(1000)
 param maximumInstanceCount int = 100
+
+@description('The subscription\'s Flex Consumption memory quota in this region, in MB (512,000 unless support raised it), shared by every Flex Consumption app there: the most drain instances it allows is this over instanceMemoryMB.')
+@minValue(512)
+param regionalMemoryQuotaMB int = 512000
 
 @description('Always-ready instances for the drain function. 0 (default): nothing billed while idle, but a doorbell that finds the app scaled to zero waits for a cold start (seconds; users report up to about 2 minutes for the first Service Bus message). 1 or more: sub-second wake-ups, each instance billed while idle (README "Deploying").')
 @minValue(0)
@@ -38,19 +92,52 @@ param triggerMaxDeliveryCount int = 10
 @description('The fallback timer (NCRONTAB, seconds first), the last net behind the look chain that watches every queue holding messages. Every 6 hours (default) lets an idle app scale to zero between ticks: about 180 storage transactions a day for one queue with every source counted. Every minute keeps an instance, and the host\'s locks, alive all day: about 10,200 a day (BENCHMARKS.md "Idle per app").')
 param fallbackSchedule string = '0 0 */6 * * *'
 
+@description('Any other app setting the app reads (README "Settings"), as NAME=value pairs separated by semicolons, for example `CHUNK_MAX_ITEMS=500;RECEIVERS=8` (azd: APP_SETTINGS). The template writes the whole app settings list on every deployment, so a setting changed by hand in the portal is reset: set it here. Names the template sets itself are set through their own parameters and win.')
+param appSettings string = ''
+
+@description('Log Analytics daily ingestion cap in GB; -1 for none. When reached, logs stop until the next day (UTC).')
+param logDailyCapGb int = 1
+
+@description('Fraction of traces kept (0 to 1), as OTEL_TRACES_SAMPLER_ARG of the Application Insights fixed-percentage sampler; 1 keeps every trace.')
+param traceSamplingRatio string = '1.0'
+
+@description('Resource id of an existing action group the alerts notify; empty: the alerts fire in the portal only.')
+param alertActionGroupId string = ''
+
+// The app's Service Bus queue, storage queue and blob containers (their defaults are shared/settings.py's).
+@description('The trigger queue (TRIGGER_QUEUE).')
+param triggerQueueName string = 'queue-drain-trigger'
+@description('The work queue (WORK_QUEUE); its poison queue is `<name>-poison`.')
+param workQueueName string = 'work-items'
+@description('Manifests and claim-check blobs (BATCHES_CONTAINER).')
+param batchesContainerName string = 'queue-drain-batches'
+@description('Result records (RESULTS_CONTAINER).')
+param resultsContainerName string = 'queue-drain-results'
+@description('Leases, back-off state and the poison index (STATE_CONTAINER).')
+param stateContainerName string = 'queue-drain-state'
+
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = { 'azd-env-name': environmentName }
 var appName = 'func-qd-${resourceToken}'
-// The app's own names: the same values as shared/settings.py's defaults, set explicitly in the app settings.
+// The app's own names, set explicitly in the app settings (their defaults are shared/settings.py's).
 var names = {
-  triggerQueue: 'queue-drain-trigger'
-  workQueue: 'work-items'
-  poisonQueue: 'work-items-poison'
-  batchesContainer: 'queue-drain-batches'
-  resultsContainer: 'queue-drain-results'
-  stateContainer: 'queue-drain-state'
+  triggerQueue: triggerQueueName
+  workQueue: workQueueName
+  poisonQueue: '${workQueueName}-poison'
+  batchesContainer: batchesContainerName
+  resultsContainer: resultsContainerName
+  stateContainer: stateContainerName
   deploymentContainer: 'app-package-${resourceToken}'
 }
+// One drainer per instance (host.json maxConcurrentCalls 1): no more drainers than the drain function's scale
+// group may have instances, nor than the regional memory quota can hold.
+var maxDrainersPerQueue = min(maximumInstanceCount, regionalMemoryQuotaMB / instanceMemoryMB, 1000)
+// APP_SETTINGS: `NAME=value;NAME=value`, each split at its first `=` (a value may hold `=`, not `;`).
+var passedSettings = toObject(
+  filter(split(appSettings, ';'), pair => contains(pair, '=')),
+  pair => trim(substring(pair, 0, indexOf(pair, '='))),
+  pair => substring(pair, indexOf(pair, '=') + 1)
+)
 
 resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
   name: 'rg-${environmentName}'
@@ -76,6 +163,7 @@ module monitoring 'modules/monitoring.bicep' = {
     applicationInsightsName: 'appi-qd-${resourceToken}'
     location: location
     tags: tags
+    dailyCapGb: logDailyCapGb
   }
 }
 
@@ -114,6 +202,8 @@ module roles 'modules/roles.bicep' = {
     serviceBusNamespaceName: serviceBus.outputs.name
     triggerQueueName: names.triggerQueue
     applicationInsightsName: monitoring.outputs.applicationInsightsName
+    deployerPrincipalId: principalId
+    deployerPrincipalType: principalType
   }
 }
 
@@ -133,27 +223,49 @@ module app 'modules/functionapp.bicep' = {
     drainAlwaysReady: drainAlwaysReady
     deploymentContainerUrl: '${storage.outputs.blobEndpoint}${names.deploymentContainer}'
     applicationInsightsName: monitoring.outputs.applicationInsightsName
-    appSettings: {
-      AzureWebJobsStorage__credential: 'managedidentity'
-      AzureWebJobsStorage__clientId: identity.outputs.clientId
-      AzureWebJobsStorage__blobServiceUri: storage.outputs.blobEndpoint
-      AzureWebJobsStorage__queueServiceUri: storage.outputs.queueEndpoint
-      ServiceBusConnection__fullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
-      ServiceBusConnection__credential: 'managedidentity'
-      ServiceBusConnection__clientId: identity.outputs.clientId
-      TRIGGER_QUEUE: names.triggerQueue
-      FALLBACK_SCHEDULE: fallbackSchedule
-      WORK_QUEUE: names.workQueue
-      BATCHES_CONTAINER: names.batchesContainer
-      RESULTS_CONTAINER: names.resultsContainer
-      STATE_CONTAINER: names.stateContainer
-      MAX_DRAINERS_PER_QUEUE: string(maximumInstanceCount)
-    }
+    logAnalyticsId: monitoring.outputs.logAnalyticsId
+    appSettings: union(passedSettings, templateSettings)
   }
+}
+
+module alerts 'modules/alerts.bicep' = {
+  name: 'alerts'
+  scope: rg
+  params: {
+    location: location
+    tags: tags
+    serviceBusNamespaceName: serviceBus.outputs.name
+    triggerQueueName: names.triggerQueue
+    poisonQueueName: names.poisonQueue
+    functionAppName: app.outputs.name
+    applicationInsightsName: monitoring.outputs.applicationInsightsName
+    actionGroupId: alertActionGroupId
+  }
+}
+
+// The settings the template sets itself; APP_SETTINGS (passedSettings) carries any other the app reads.
+var templateSettings = {
+  AzureWebJobsStorage__credential: 'managedidentity'
+  AzureWebJobsStorage__clientId: identity.outputs.clientId
+  AzureWebJobsStorage__blobServiceUri: storage.outputs.blobEndpoint
+  AzureWebJobsStorage__queueServiceUri: storage.outputs.queueEndpoint
+  ServiceBusConnection__fullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
+  ServiceBusConnection__credential: 'managedidentity'
+  ServiceBusConnection__clientId: identity.outputs.clientId
+  TRIGGER_QUEUE: names.triggerQueue
+  FALLBACK_SCHEDULE: fallbackSchedule
+  WORK_QUEUE: names.workQueue
+  BATCHES_CONTAINER: names.batchesContainer
+  RESULTS_CONTAINER: names.resultsContainer
+  STATE_CONTAINER: names.stateContainer
+  MAX_DRAINERS_PER_QUEUE: string(maxDrainersPerQueue)
+  OTEL_TRACES_SAMPLER: 'microsoft.fixed_percentage'
+  OTEL_TRACES_SAMPLER_ARG: traceSamplingRatio
 }
 
 output AZURE_RESOURCE_GROUP string = rg.name
 output AZURE_FUNCTION_APP_NAME string = app.outputs.name
 output FUNCTION_APP_URL string = app.outputs.url
+output MAX_DRAINERS_PER_QUEUE int = maxDrainersPerQueue
 output FETCH_FUNCTION_KEY string = 'az functionapp keys list --resource-group ${rg.name} --name ${app.outputs.name} --query functionKeys.default --output tsv'
 output APPLICATIONINSIGHTS_NAME string = monitoring.outputs.applicationInsightsName

@@ -13,6 +13,8 @@ param maximumInstanceCount int
 param drainAlwaysReady int
 param deploymentContainerUrl string
 param applicationInsightsName string
+@description('The Log Analytics workspace that receives the platform\'s function logs (diagnostic settings).')
+param logAnalyticsId string
 @description('The app settings the app and the host read (names checked by tests/infra/test_templates.py).')
 param appSettings object
 
@@ -81,10 +83,28 @@ resource settings 'Microsoft.Web/sites/config@2024-04-01' = {
   properties: union(appSettings, {
     APPLICATIONINSIGHTS_CONNECTION_STRING: insights.properties.ConnectionString
     APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
-    // With host.json's telemetryMode OpenTelemetry: the Python worker streams the app's OpenTelemetry logs and
-    // spans itself, so the host does not log them twice (Azure Functions OpenTelemetry docs).
+    // With host.json's telemetryMode OpenTelemetry: the worker tells the host the app exports its own spans and
+    // logs (shared.telemetry, with the managed identity), and the host stops forwarding the worker's logs.
+    // PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY, the setting Microsoft documents for Application Insights,
+    // would have the worker configure the distro itself, without this app's Entra ID credential.
     PYTHON_ENABLE_OPENTELEMETRY: 'true'
   })
+}
+
+// The platform's own function logs (FunctionAppLogs: host and worker lines, including what happens before the
+// app's telemetry starts, such as an indexing failure or a bad app setting) into Log Analytics.
+resource diagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'function-logs'
+  scope: site
+  properties: {
+    workspaceId: logAnalyticsId
+    logs: [
+      {
+        category: 'FunctionAppLogs'
+        enabled: true
+      }
+    ]
+  }
 }
 
 output name string = site.name

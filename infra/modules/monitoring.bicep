@@ -1,9 +1,12 @@
 // Log Analytics and a workspace-based Application Insights that accepts telemetry only with Entra ID
-// (the function app sends it as its managed identity: Monitoring Metrics Publisher, roles.bicep).
+// (the function app sends it as its managed identity: Monitoring Metrics Publisher, roles.bicep). A daily cap
+// bounds what a log storm can cost.
 param logAnalyticsName string
 param applicationInsightsName string
 param location string
 param tags object
+@description('Daily ingestion cap in GB; -1 for none.')
+param dailyCapGb int
 
 resource workspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
   name: logAnalyticsName
@@ -12,6 +15,9 @@ resource workspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
   properties: {
     sku: { name: 'PerGB2018' }
     retentionInDays: 30
+    workspaceCapping: {
+      dailyQuotaGb: dailyCapGb
+    }
   }
 }
 
@@ -28,3 +34,4 @@ resource insights 'Microsoft.Insights/components@2020-02-02' = {
 }
 
 output applicationInsightsName string = insights.name
+output logAnalyticsId string = workspace.id

@@ -79,3 +79,45 @@ resource metricsPublisher 'Microsoft.Authorization/roleAssignments@2022-04-01' =
     principalType: 'ServicePrincipal'
   }
 }
+
+// Whoever deploys (azd's AZURE_PRINCIPAL_ID), as Microsoft's azd samples do: with shared-key access off, the
+// operator tools (`python -m shared.cli`, Storage Explorer, `az storage` with --auth-mode login) need Entra ID
+// data-plane roles of their own. Read and write, not the owner's ACL rights; sending to the trigger queue for
+// a replay.
+@description('Object id of the deployer; empty: no role for it.')
+param deployerPrincipalId string = ''
+@allowed(['User', 'ServicePrincipal', 'Group'])
+param deployerPrincipalType string = 'User'
+
+var storageBlobDataContributor = 'ba92f5b4-2d11-453d-a403-e96b0029c9fe'
+var azureServiceBusDataSender = '69a216fc-b8fb-44d8-bc22-1f3c2cd27a39'
+
+resource deployerBlobs 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(deployerPrincipalId)) {
+  name: guid(account.id, deployerPrincipalId, storageBlobDataContributor)
+  scope: account
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageBlobDataContributor)
+    principalId: deployerPrincipalId
+    principalType: deployerPrincipalType
+  }
+}
+
+resource deployerQueues 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(deployerPrincipalId)) {
+  name: guid(account.id, deployerPrincipalId, storageQueueDataContributor)
+  scope: account
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageQueueDataContributor)
+    principalId: deployerPrincipalId
+    principalType: deployerPrincipalType
+  }
+}
+
+resource deployerSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(deployerPrincipalId)) {
+  name: guid(triggerQueue.id, deployerPrincipalId, azureServiceBusDataSender)
+  scope: triggerQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', azureServiceBusDataSender)
+    principalId: deployerPrincipalId
+    principalType: deployerPrincipalType
+  }
+}

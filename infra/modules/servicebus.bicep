@@ -33,4 +33,7 @@ resource queue 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview' = {
 }
 
 output name string = namespace.name
-output fullyQualifiedNamespace string = '${namespace.name}.servicebus.windows.net'
+// The host of the namespace's own endpoint (https://<name>.servicebus.<cloud suffix>:443/), not a hard-coded
+// public-cloud suffix, so sovereign clouds work too.
+var endpointParts = split(namespace.properties.serviceBusEndpoint, '/')
+output fullyQualifiedNamespace string = first(split(endpointParts[2], ':'))

@@ -1,4 +1,4 @@
-"""Where spans and metrics go: configured once per process, from the environment.
+"""Where spans, metrics and logs go: configured once per process, from the environment.
 
 - `APPLICATIONINSIGHTS_CONNECTION_STRING` set: Application Insights, through the Azure Monitor OpenTelemetry
   distro (with Entra ID auth when `APPLICATIONINSIGHTS_AUTHENTICATION_STRING` says `Authorization=AAD`, as
@@ -10,6 +10,11 @@
 - else nothing: the OpenTelemetry API stays a no-op, and costs next to nothing.
 
 Sampling is the SDK's (`OTEL_TRACES_SAMPLER`, default parent-based always-on).
+
+Logs (Application Insights and OTLP): once the worker tells the host it exports OpenTelemetry itself
+(`PYTHON_ENABLE_OPENTELEMETRY`, as infra/ sets it), the host stops forwarding the worker's log records, so the
+app exports them: one handler on the root logger takes every record of the app's own loggers (`shared.*`,
+`queue_drain`) and warnings and worse from any other logger (the Azure SDKs, the worker), each exactly once.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from shared.telemetry.metering import TransactionCounter
 from shared.telemetry.tracing import correlate_log_records
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import LogRecordExporter
     from opentelemetry.sdk.trace.export import SpanExporter
 
     from shared.telemetry.span_file import JsonLinesExporter
@@ -37,6 +44,11 @@ log = logging.getLogger(__name__)
 
 _configured: str | None = None
 _lock = threading.Lock()
+
+# The loggers the app writes to: `shared` and its modules' `__name__` loggers, and function_app.py's.
+APP_LOGGERS = ("shared", "queue_drain")
+# From any other logger (the Azure SDKs log every HTTP request at INFO) only this level and worse is exported.
+OTHER_LOGGERS_LEVEL = logging.WARNING
 
 
 def configure(settings: Settings, counter: TransactionCounter, environ: Mapping[str, str] | None = None) -> str:
@@ -65,13 +77,17 @@ def _configure(env: Mapping[str, str], settings: Settings) -> str:
     if env.get("APPLICATIONINSIGHTS_CONNECTION_STRING", "").strip():
         from azure.monitor.opentelemetry import configure_azure_monitor
 
-        configure_azure_monitor(**azure_monitor_options(env))
+        options = azure_monitor_options(env)
+        configure_azure_monitor(**options)
+        _install_logs(azure_monitor_log_exporter(env, options))
         return "azure-monitor"
     if env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip():
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         _install(env, OTLPSpanExporter(), OTLPMetricExporter())
+        _install_logs(OTLPLogExporter())
         return "otlp"
     if settings.traces_file:
         _install(env, file_exporter(settings), None)
@@ -90,8 +106,9 @@ def file_exporter(settings: Settings) -> JsonLinesExporter:
 
 
 def azure_monitor_options(env: Mapping[str, str]) -> dict[str, Any]:
-    """The distro's options: the app's logger names, and a managed identity when the connection is Entra-only."""
-    options: dict[str, Any] = {"logger_name": "shared"}
+    """The distro's options: spans and metrics (logs go through `export_logs`, which picks the loggers), and a
+    managed identity when the connection is Entra-only."""
+    options: dict[str, Any] = {"disable_logging": True}
     given = env.get("APPLICATIONINSIGHTS_AUTHENTICATION_STRING", "")
     auth = dict(part.split("=", 1) for part in given.split(";") if "=" in part)
     if auth.get("Authorization", "").upper() == "AAD":
@@ -100,6 +117,51 @@ def azure_monitor_options(env: Mapping[str, str]) -> dict[str, Any]:
         client_id = auth.get("ClientId") or None
         options["credential"] = ManagedIdentityCredential(client_id=client_id)
     return options
+
+
+def azure_monitor_log_exporter(env: Mapping[str, str], options: Mapping[str, Any]) -> LogRecordExporter:
+    """Application Insights' log exporter with the same connection and credential as the distro's."""
+    from azure.monitor.opentelemetry.exporter import AzureMonitorLogExporter
+
+    connection = env["APPLICATIONINSIGHTS_CONNECTION_STRING"].strip()
+    return AzureMonitorLogExporter(connection_string=connection, credential=options.get("credential"))
+
+
+class AppLogFilter(logging.Filter):
+    """What the exporter gets: every record of the app's own loggers, and warnings and worse from the others."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= OTHER_LOGGERS_LEVEL or is_app_logger(record.name)
+
+
+def is_app_logger(name: str) -> bool:
+    return any(name == app or name.startswith(app + ".") for app in APP_LOGGERS)
+
+
+def export_logs(provider: LoggerProvider) -> logging.Handler:
+    """Send log records to `provider`'s exporters through one handler on the root logger, so a record that
+    propagates is exported once whichever logger wrote it; returns the handler (tests remove it)."""
+    from opentelemetry.instrumentation.logging.handler import LoggingHandler  # a dependency of the distro
+
+    handler = LoggingHandler(logger_provider=provider)
+    handler.addFilter(AppLogFilter())
+    logging.getLogger().addHandler(handler)
+    return handler
+
+
+def _install_logs(exporter: LogRecordExporter) -> None:
+    """Logs with the same resource (service name, cloud role) as the spans installed just before."""
+    from opentelemetry import trace
+    from opentelemetry._logs import set_logger_provider
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+    from opentelemetry.sdk.trace import TracerProvider
+
+    spans = trace.get_tracer_provider()
+    provider = LoggerProvider(resource=spans.resource) if isinstance(spans, TracerProvider) else LoggerProvider()
+    provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
+    set_logger_provider(provider)
+    export_logs(provider)
 
 
 def _install(env: Mapping[str, str], spans: SpanExporter, metric_exporter: Any) -> None:

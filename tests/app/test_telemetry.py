@@ -8,12 +8,17 @@ instruments, the app code that records them and the storage they count are the r
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
@@ -100,3 +105,72 @@ async def test_a_trace_file_that_cannot_be_written_is_a_settings_error_naming_it
         telemetry.file_exporter(replace(settings, traces_file=str(blocker / "traces.jsonl")))
     written = telemetry.file_exporter(replace(settings, traces_file=str(tmp_path / "spans" / "traces.jsonl")))
     assert written.path.exists()
+
+
+# Issue 29: with PYTHON_ENABLE_OPENTELEMETRY the host stops forwarding the worker's log records, so every record
+# an operator needs must leave through the app's own exporter. The in-memory exporter stands in for Application
+# Insights and OTLP; the handler, its filter and the loggers are the app's.
+ROOT = Path(__file__).resolve().parents[2]
+GET_LOGGER = re.compile(r"logging\.getLogger\((__name__|\"[\w.]+\")\)")
+
+
+def loggers_the_app_writes_to() -> set[str]:
+    """Every logger named in function_app.py and shared/, read from the code (`__name__` is the module's name)."""
+    names = set()
+    for path in [ROOT / "function_app.py", *sorted((ROOT / "shared").rglob("*.py"))]:
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for found in GET_LOGGER.findall(path.read_text()):
+            names.add(module if found == "__name__" else found.strip('"'))
+    return names
+
+
+@pytest.fixture
+def exported() -> Iterator[InMemoryLogRecordExporter]:
+    exporter = InMemoryLogRecordExporter()
+    provider = LoggerProvider()
+    provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    handler = telemetry.export_logs(provider)
+    try:
+        yield exporter
+    finally:
+        logging.getLogger().removeHandler(handler)
+
+
+def bodies(exporter: InMemoryLogRecordExporter) -> list[str]:
+    return [str(r.log_record.body) for r in exporter.get_finished_logs()]
+
+
+def test_a_record_from_every_logger_the_app_writes_to_is_exported_once(exported, caplog) -> None:
+    names = loggers_the_app_writes_to()
+    assert {"queue_drain", "shared.engine.drainer", "shared.telemetry.export"} <= names, names  # the scan finds them
+    caplog.set_level(logging.INFO)  # the worker runs the root logger at INFO
+    for name in sorted(names):
+        logging.getLogger(name).info("info from %s", name)
+    assert sorted(bodies(exported)) == sorted(f"info from {name}" for name in names)
+
+
+def test_warnings_from_other_loggers_are_exported_and_their_info_is_not(exported, caplog) -> None:
+    caplog.set_level(logging.INFO)
+    logging.getLogger("azure.core.pipeline.policies.http_logging_policy").info("Request URL: ...")
+    logging.getLogger("azure.servicebus").warning("connection lost, retrying")
+    logging.getLogger().error("a record on the root logger")
+    logging.getLogger("shared_lookalike").info("not the app's logger")
+    assert bodies(exported) == ["connection lost, retrying", "a record on the root logger"]
+
+
+def test_the_malformed_event_error_of_the_drain_function_is_exported(exported, caplog) -> None:
+    """The record function_app.py writes when a trigger event cannot be decoded."""
+    source = (ROOT / "function_app.py").read_text()
+    assert 'log = logging.getLogger("queue_drain")' in source
+    assert "log.error(" in source
+    caplog.set_level(logging.INFO)
+    logging.getLogger("queue_drain").error("malformed trigger event %s (delivery %s): %s", "m-1", 1, "not JSON")
+    assert bodies(exported) == ["malformed trigger event m-1 (delivery 1): not JSON"]
+
+
+def test_application_insights_gets_its_logs_from_the_app_not_from_the_distro() -> None:
+    """The distro's own handler would sit on one logger (it was `shared`, losing `queue_drain`); the app's root
+    handler replaces it, so the distro must not add a second one (that would export `shared` twice)."""
+    options = telemetry.azure_monitor_options({"APPLICATIONINSIGHTS_CONNECTION_STRING": "InstrumentationKey=x"})
+    assert options.get("disable_logging") is True
+    assert "logger_name" not in options

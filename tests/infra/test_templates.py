@@ -46,6 +46,8 @@ HOST_SETTINGS = IDENTITY_SETTINGS | {
     "APPLICATIONINSIGHTS_CONNECTION_STRING",
     "APPLICATIONINSIGHTS_AUTHENTICATION_STRING",
     "PYTHON_ENABLE_OPENTELEMETRY",  # read by the Python worker (Azure Functions OpenTelemetry docs)
+    "OTEL_TRACES_SAMPLER",  # read by the Azure Monitor distro (trace sampling)
+    "OTEL_TRACES_SAMPLER_ARG",
 }
 # What an identity-based deployment must set: both connections as identities, and the binding expressions.
 REQUIRED = IDENTITY_SETTINGS | set(BINDING_SETTINGS)
@@ -60,25 +62,37 @@ def resolve(node: Node, scope: dict[str, Node]) -> str | None:
     """A setting's value when the template fixes it: a string literal, a parameter's default, or `names.x` of a
     variable object."""
     value = string_value(node)
+    if node.type == "string" and value is None:
+        return interpolate(node, scope)
     if value is not None or node.type not in {"member_expression", "identifier"}:
         return value
     if node.type == "identifier":
         default = scope.get(text(node))
-        return None if default is None else string_value(default)
+        return None if default is None else resolve(default, scope)
     base, _, member = text(node).partition(".")
     obj = scope.get(base)
     if obj is None or obj.type != "object":
         return None
     inner = properties(obj).get(member)
-    return None if inner is None else string_value(inner)
+    return None if inner is None else resolve(inner, scope)
+
+
+def interpolate(node: Node, scope: dict[str, Node]) -> str | None:
+    """`'${workQueueName}-poison'` with each interpolation resolved, or None if one cannot be."""
+    parts = []
+    for child in node.named_children:
+        part = resolve(child.named_children[0], scope) if child.type == "interpolation" else text(child)
+        if part is None:
+            return None
+        parts.append(part)
+    return "".join(parts)
 
 
 def template_settings() -> dict[str, str | None]:
-    """The app settings the template sets: main.bicep's `appSettings` plus those functionapp.bicep adds."""
+    """The app settings the template sets: main.bicep's `templateSettings` plus those functionapp.bicep adds."""
     main = tree("main.bicep")
-    [given] = find_property(main, "appSettings")
     scope = {**variables(main), **parameter_defaults(main)}
-    out = {key: resolve(value, scope) for key, value in properties(given).items()}
+    out = {key: resolve(value, scope) for key, value in properties(variables(main)["templateSettings"]).items()}
     site_resources = resources(tree("modules/functionapp.bicep"))
     [config] = [r for r in site_resources if r.type.startswith("Microsoft.Web/sites/config")]
     [union] = find_property(config.body, "properties")
@@ -161,8 +175,9 @@ def test_the_app_starts_with_the_settings_the_template_sets() -> None:
 
 
 def resolve_name(member: str) -> str | None:
-    names = variables(tree("main.bicep"))["names"]
-    return string_value(properties(names)[member])
+    main = tree("main.bicep")
+    scope = {**variables(main), **parameter_defaults(main)}
+    return resolve(properties(scope["names"])[member], scope)
 
 
 def role_assignments() -> list[tuple[str, str, str]]:
