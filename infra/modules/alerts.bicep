@@ -28,8 +28,8 @@ resource insights 'Microsoft.Insights/components@2020-02-02' existing = {
 }
 
 // Storage metrics have no per-queue dimension, so the poison queue's growth is read from the app's own log:
-// every move writes a `shared.drain` warning "... moved to the poison queue ..." (shared/drain_settling.py),
-// exported to Application Insights by shared.telemetry. The depth itself is on GET /api/queues.
+// every move writes a `shared.engine.drainer` warning "... moved to the poison queue ..." (shared/engine/settling.py),
+// exported to Application Insights by shared.telemetry.export. The depth itself is on GET /api/queues.
 resource poison 'Microsoft.Insights/scheduledQueryRules@2023-03-15-preview' = {
   name: 'qd-poison-${functionAppName}'
   location: location
