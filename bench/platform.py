@@ -9,13 +9,15 @@ the app's own policy code, not a copy of it: `shared.engine.scaling.drainers_for
 `shared.engine.drainer.SCALE_CHECK_S` how often the first drainer looks, `drain_budget_s` when a session ends
 with `continue`, and host.json's
 `extensions.serviceBus.maxConcurrentCalls` what the scale controller divides by. The peer is the built-in queue
-trigger on the same chunk messages, scaled by queue length / `batchSize`.
+trigger on the same chunk messages, scaled by queue length / (`batchSize` + `newBatchThreshold`).
 
 What it models, with the source of every constant beside it (`PlatformParams`):
 - Target-based scaling: desired instances = event source length / target executions per instance; at most +4
-  instances per decision; one decision per `decision_interval_s`; scale-in only of instances idle for
-  `scale_in_delay_s`. For Service Bus the event source length is the queue's active messages, which counts a
-  message locked by a running execution (the app's trigger event stays locked for the whole drain session).
+  instances per decision; one decision per `decision_interval_s` (30 s, published); scale-in of instances idle for
+  `scale_in_delay_s`, and, when the count wants fewer instances than are busy, drain mode for busy ones (they take
+  nothing new and go when their executions end). For Service Bus the event source length is the queue's active
+  messages; whether that counts a message locked by a running execution (the app's trigger event stays locked for
+  the whole drain session) is not published, so `locked_counts_as_active` runs both readings.
 - Instances: `cold_start_s` (drawn from a range, seeded) before a new instance runs anything; one vCPU each, shared
   by its executions; at most `maxConcurrentCalls` Service Bus executions each (the built-in trigger: `batchSize`
   + `newBatchThreshold` messages).
@@ -62,17 +64,22 @@ def host_max_concurrent_calls() -> int:
 
 @dataclass(frozen=True)
 class PlatformParams:
-    # Target-based scaling adds at most four instances per decision ("Target-based scaling", Azure Functions docs).
+    # Target-based scaling adds at most four instances per decision ("Target-based scaling", Azure Functions docs,
+    # learn.microsoft.com/azure/azure-functions/functions-target-based-scaling).
     max_add_per_decision: int = 4
-    # How often the scale controller decides. Not published for Flex Consumption; the Consumption plan docs say new
-    # instances for non-HTTP triggers are allocated at most once every 30 s ("Event-driven scaling"). 10 s assumed;
-    # a parameter.
-    decision_interval_s: float = 10.0
-    # An instance with no execution is removed after this long (assumed; the platform does not publish it).
-    scale_in_delay_s: float = 300.0
-    # Cold start of a new instance, drawn uniformly from this range (assumed: a few seconds is typical for a warm
-    # pool; users report up to about 2 minutes for the first Service Bus message on a scaled-to-zero Flex
-    # Consumption app). Always-ready instances skip it.
+    # How often the scale controller adds instances: for non-HTTP triggers at most once every 30 seconds
+    # ("Event-driven scaling in Azure Functions", learn.microsoft.com/azure/azure-functions/event-driven-scaling,
+    # "Understanding scaling behaviors", December 2025). Premium may be faster; Flex Consumption publishes nothing
+    # else. A parameter.
+    decision_interval_s: float = 30.0
+    # An instance with no execution is removed after this long. Not published; a Microsoft product manager speaks
+    # of about 30 s on Flex Consumption (github.com/Azure/azure-functions-host/issues/10706). bench.idle_sources
+    # gives the range 30 s to 20 minutes; it moves instance-seconds here, not the time to drain.
+    scale_in_delay_s: float = 30.0
+    # Cold start of a new instance, drawn uniformly from this range. Not published: a few seconds is typical for a
+    # warm pool; users report up to about 2 minutes for the first Service Bus message on a Flex Consumption app
+    # without always-ready instances (github.com/Azure/azure-functions-dotnet-worker/issues/2902). SLOW_COLD_START_S
+    # is the pessimistic range the report also runs. Always-ready instances skip it.
     cold_start_s: tuple[float, float] = (5.0, 30.0)
     always_ready: int = 0
     # Flex Consumption maximumInstanceCount: default 100, up to 1,000 (Flex Consumption plan docs). Consumption: 200.
@@ -83,8 +90,17 @@ class PlatformParams:
     queue_messages_per_s: float = 2_000.0
     # Service Bus: a trigger event reaches an idle listener in tens of milliseconds (assumed 50 ms).
     delivery_latency_s: float = 0.05
-    # The built-in queue trigger's target executions per instance is batchSize (16 by default) and an instance
-    # runs batchSize + newBatchThreshold (16 + 8) messages at once (Azure Functions queue trigger docs).
+    # Whether the scaler's count of a Service Bus queue includes messages locked by running executions. The
+    # extension's ServiceBusTargetScaler divides QueueRuntimeProperties.ActiveMessageCount by maxConcurrentCalls
+    # (azure-sdk-for-net, sdk/servicebus/Microsoft.Azure.WebJobs.Extensions.ServiceBus/src/Listeners/
+    # ServiceBusTargetScaler.cs and ServiceBusMetricsProvider.cs); Microsoft defines ActiveMessageCount as messages
+    # "in the active state and ready for delivery" and no source says whether a locked message is counted. Both
+    # readings are run (LOCK_READINGS).
+    locked_counts_as_active: bool = True
+    # The built-in queue trigger: an instance runs batchSize + newBatchThreshold (16 + 8) messages at once (queue
+    # trigger docs), and its target executions per instance is the same sum: QueueTargetScaler uses
+    # BatchSize + NewBatchThreshold unless dynamic concurrency sets one (azure-sdk-for-net,
+    # sdk/storage/Microsoft.Azure.WebJobs.Extensions.Storage.Common/src/Listeners/QueueTargetScaler.cs, since 2024).
     queue_batch_size: int = 16
     queue_new_batch_threshold: int = 8
     # Once idle, the built-in trigger polls at most every maxPollingInterval (1 minute by default, queue trigger
@@ -95,6 +111,12 @@ class PlatformParams:
     queue_round_trip_s: float = 0.010
     # Time step of the simulation.
     step_s: float = 0.25
+
+
+# The pessimistic cold start: users report up to about 2 minutes (see cold_start_s).
+SLOW_COLD_START_S = (30.0, 120.0)
+# Both readings of ActiveMessageCount: locked messages counted, or only those ready for delivery.
+LOCK_READINGS = (True, False)
 
 
 @dataclass(frozen=True)
@@ -126,6 +148,10 @@ class Instance:
     ready_at: float
     executions: list[Execution] = field(default_factory=list)
     idle_since: float = 0.0
+    # Chosen for removal while busy: the host's drain mode stops its listeners and lets the executions in flight
+    # finish (DrainModeManager, azure-webjobs-sdk src/Microsoft.Azure.WebJobs.Host/Hosting/DrainModeManager.cs);
+    # the instance goes when the last one ends.
+    draining: bool = False
 
     def ready(self, t: float) -> bool:
         return t >= self.ready_at
@@ -147,6 +173,7 @@ class Outcome:
     instance_seconds: float
     first_item_s: float
     peak_items_per_s: float  # the best minute
+    busy_drained: int  # busy instances the platform chose to remove (drain mode)
     timeline: list[tuple[float, int, int]]  # (t, instances, trigger events in flight)
 
     def summary(self) -> dict[str, Any]:
@@ -171,6 +198,7 @@ class Simulation:
         self.first_item_s = math.nan
         self.timeline: list[tuple[float, int, int]] = []
         self.depths: list[float] = []  # the backlog at every step
+        self.busy_drained = 0  # busy instances the platform chose to remove (drain mode)
 
     # what a subclass provides
     def metric(self) -> int:
@@ -195,20 +223,31 @@ class Simulation:
     def scale(self) -> None:
         desired = min(self.p.max_instances, math.ceil(self.metric() / self.target()))
         desired = max(desired, self.p.always_ready)
-        n = len(self.instances)
+        staying = [i for i in self.instances if not i.draining]
+        n = len(staying)
         if desired > n:
             for _ in range(min(self.p.max_add_per_decision, desired - n)):
                 low, high = self.p.cold_start_s
                 self.instances.append(Instance(self.next_id, self.t + self.rng.uniform(low, high), idle_since=self.t))
                 self.next_id += 1
         elif desired < n:
-            idle = [
-                i
-                for i in self.instances
-                if not i.executions and self.t - i.idle_since >= self.p.scale_in_delay_s and i.ready(self.t)
-            ]
-            for inst in idle[: n - desired]:
-                self.instances.remove(inst)
+            self.scale_in(staying, n - desired)
+
+    def scale_in(self, staying: list[Instance], excess: int) -> None:
+        """Idle instances go first, once idle for the delay. Only when the count wants fewer instances than are
+        busy (assumed: the platform prefers idle ones; it does not publish its choice) is a busy one drained."""
+        idle = [i for i in staying if not i.executions]
+        expired = [i for i in idle if self.t - i.idle_since >= self.p.scale_in_delay_s and i.ready(self.t)]
+        for inst in expired[:excess]:
+            self.instances.remove(inst)
+        busy_excess = excess - len(idle)
+        for inst in [i for i in staying if i.executions][: max(0, busy_excess)]:
+            inst.draining = True
+            self.busy_drained += 1
+
+    def retire(self) -> None:
+        """A draining instance goes once its last execution has ended."""
+        self.instances = [i for i in self.instances if not (i.draining and not i.executions)]
 
     def work(self) -> None:
         """CPU: each busy ready instance settles what its vCPUs allow; the queue's message rate caps the total."""
@@ -235,6 +274,7 @@ class Simulation:
             self.deliver()
             self.work()
             self.after_work()
+            self.retire()
             for inst in self.instances:
                 if inst.executions:
                     inst.idle_since = self.t
@@ -252,6 +292,7 @@ class Simulation:
             round(self.instance_seconds, 1),
             round(self.first_item_s, 2),
             round(self.peak_rate(60.0), 1),
+            self.busy_drained,
             self.timeline,
         )
 
@@ -281,7 +322,10 @@ class AppModel(Simulation):
         self.sequence += 1
 
     def metric(self) -> int:
-        return len(self.pending) + self.in_flight()
+        """The trigger queue's active messages: those ready for delivery, and (one reading) those locked by
+        running executions."""
+        ready = len(self.pending)
+        return ready + self.in_flight() if self.p.locked_counts_as_active else ready
 
     def target(self) -> int:
         return self.policy.max_concurrent_calls
@@ -289,7 +333,9 @@ class AppModel(Simulation):
     def deliver(self) -> None:
         while self.pending and self.pending[0][0] <= self.t:
             free = [
-                i for i in self.instances if i.ready(self.t) and len(i.executions) < self.policy.max_concurrent_calls
+                i
+                for i in self.instances
+                if i.ready(self.t) and not i.draining and len(i.executions) < self.policy.max_concurrent_calls
             ]
             if not free:
                 return
@@ -352,13 +398,13 @@ class BuiltinQueueModel(Simulation):
         return math.ceil(self.depth_items)
 
     def target(self) -> int:
-        return self.p.queue_batch_size
+        return self.p.queue_batch_size + self.p.queue_new_batch_threshold
 
     def deliver(self) -> None:
         """Every ready instance keeps batchSize + newBatchThreshold messages in hand while the queue has any."""
         left = self.metric()
         for inst in self.instances:
-            polling = inst.ready(self.t) and self.t >= self.first_poll.get(inst.ident, 0.0)
+            polling = inst.ready(self.t) and not inst.draining and self.t >= self.first_poll.get(inst.ident, 0.0)
             take = min(self.per_instance, left) if polling else 0
             inst.executions = [Execution(0, self.t)] * take
             left -= take
@@ -397,6 +443,7 @@ def grid(params: PlatformParams, seed: int, sizes: Sequence[int] = SIZES) -> lis
             a = BuiltinQueueModel(step, work, seed).run()
             b = AppModel(step, work, BEFORE, seed).run()
             c = AppModel(step, work, AppPolicy(), seed).run()
+            c_ready = AppModel(replace(step, locked_counts_as_active=False), work, AppPolicy(), seed).run()
             rows.append(
                 {
                     "items": items,
@@ -404,6 +451,7 @@ def grid(params: PlatformParams, seed: int, sizes: Sequence[int] = SIZES) -> lis
                     "a": a.summary(),
                     "b": b.summary(),
                     "c": c.summary(),
+                    "c_ready_only": c_ready.summary(),
                     "c_over_a_time": round(c.drained_s / a.drained_s, 3),
                     "c_over_b_time": round(c.drained_s / b.drained_s, 3),
                 }
@@ -430,6 +478,20 @@ def linear_growth(params: PlatformParams, seed: int) -> list[dict[str, Any]]:
     return out
 
 
+def headline(params: PlatformParams, seed: int) -> list[dict[str, Any]]:
+    """README's case, 10^7 items at 1 ms of CPU each, over what is not published: the cold start (typical and
+    slow) and whether locked trigger events count; (a) does not depend on the second."""
+    work = Workload(items=10**7, cpu_s_per_item=0.001)
+    out = []
+    for cold in (params.cold_start_s, SLOW_COLD_START_S):
+        a = BuiltinQueueModel(replace(params, cold_start_s=cold), work, seed).run()
+        for locked in LOCK_READINGS:
+            at = replace(params, cold_start_s=cold, locked_counts_as_active=locked)
+            c = AppModel(at, work, AppPolicy(), seed).run()
+            out.append({"cold_start_s": list(cold), "locked_counts": locked, "a": a.summary(), "c": c.summary()})
+    return out
+
+
 def measure(params: PlatformParams, seed: int, sizes: Sequence[int] = SIZES) -> dict[str, Any]:
     ours = app_per_1000()
     return {
@@ -438,6 +500,7 @@ def measure(params: PlatformParams, seed: int, sizes: Sequence[int] = SIZES) -> 
         "policy_after": asdict(AppPolicy()),
         "seed": seed,
         "grid": grid(params, seed, sizes),
+        "headline": headline(params, seed),
         "wake_latency_s": {str(n): wake_latency(params, n) for n in (0, 1)},
         "linear_growth": linear_growth(params, seed),
         "transactions_per_1000": {"a": BUILTIN_PER_1000, "app": ours, "a_over_app": round(BUILTIN_PER_1000 / ours)},
@@ -460,6 +523,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{row['items']:>11,} items x {row['cpu_ms_per_item']:>5} ms: "
             f"(a) {row['a']['drained_s']:>9.0f} s  (b) {row['b']['drained_s']:>9.0f} s  "
             f"(c) {row['c']['drained_s']:>9.0f} s  c/a {row['c_over_a_time']}"
+        )
+    for h in result["headline"]:
+        print(
+            f"10^7 x 1 ms, cold start {h['cold_start_s']} s, locked events counted {h['locked_counts']}: "
+            f"(a) {h['a']['drained_s']:.0f} s on {h['a']['peak_instances']}, (c) {h['c']['drained_s']:.0f} s on "
+            f"{h['c']['peak_instances']} ({h['c']['busy_drained']} busy instances drained)"
         )
     print("wake latency after idle:", result["wake_latency_s"])
     print("growth:", result["linear_growth"])

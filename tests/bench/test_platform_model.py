@@ -18,6 +18,8 @@ from bench.platform import (
     AppModel,
     AppPolicy,
     BuiltinQueueModel,
+    Execution,
+    Instance,
     PlatformParams,
     Workload,
 )
@@ -32,6 +34,56 @@ def test_desired_instances_are_active_messages_over_the_target_per_instance() ->
         sim.publish(slot)
     sim.scale()
     assert len(sim.instances) == 3
+
+
+def test_the_built_in_trigger_s_target_per_instance_is_batch_size_plus_new_batch_threshold() -> None:
+    sim = BuiltinQueueModel(EXACT, Workload(items=49), seed=1)
+    sim.scale()
+    assert len(sim.instances) == 3  # ceil(49 / (16 + 8)); with batchSize alone it would be 4
+
+
+def test_when_locked_events_do_not_count_only_the_ready_ones_ask_for_instances() -> None:
+    ready_only = replace(EXACT, locked_counts_as_active=False, always_ready=2)
+    for params, wanted in ((replace(EXACT, always_ready=2), 2 + 3), (ready_only, 3)):
+        sim = AppModel(params, Workload(items=10**6), AppPolicy(), seed=1)
+        sim.pending.clear()
+        for inst in sim.instances:  # two drain executions in flight, their events locked
+            inst.executions.append(Execution(inst.ident + 1, 0.0))
+        for slot in range(10, 13):  # three events ready for delivery
+            sim.publish(slot)
+        assert sim.metric() == wanted
+
+
+def test_a_busy_instance_is_drained_only_when_the_count_wants_fewer_than_are_busy_and_goes_when_its_run_ends() -> None:
+    params = replace(EXACT, locked_counts_as_active=False, always_ready=0, scale_in_delay_s=0.0)
+    sim = AppModel(params, Workload(items=10**6), AppPolicy(), seed=1)
+    sim.pending.clear()
+    sim.instances = [Instance(i, 0.0) for i in range(3)]
+    sim.instances[0].executions.append(Execution(1, 0.0))
+    sim.instances[1].executions.append(Execution(2, 0.0))
+    sim.publish(3)  # one ready event: the count asks for 1 instance; 2 are busy, 1 idle
+    sim.scale()
+    assert [i.ident for i in sim.instances] == [0, 1]  # the idle one went first
+    assert [i.draining for i in sim.instances] == [True, False]  # then one busy one, excess 2 - 1
+    sim.instances[0].executions.clear()
+    sim.retire()
+    assert [i.ident for i in sim.instances] == [1]
+    locked = AppModel(replace(params, locked_counts_as_active=True), Workload(items=10**6), AppPolicy(), seed=1)
+    locked.pending.clear()
+    locked.instances = [Instance(i, 0.0) for i in range(2)]
+    for inst in locked.instances:
+        inst.executions.append(Execution(inst.ident + 1, 0.0))
+    locked.scale()
+    assert not any(i.draining for i in locked.instances)  # counted locks keep busy instances wanted
+
+
+def test_instances_come_at_most_four_per_thirty_second_decision_by_default() -> None:
+    assert PlatformParams().decision_interval_s == 30.0
+    run = AppModel(PlatformParams(), Workload(items=10**7), AppPolicy(), seed=2).run()
+    # The first decision falls somewhere in the first 30 s, then one every 30 s: by time t at most
+    # 4 x (floor(t / 30) + 1) instances, whatever the backlog asks for.
+    assert all(n <= 4 * (math.floor(t / 30) + 1) for t, n, _ in run.timeline)
+    assert run.peak_instances > 40
 
 
 def test_the_controller_adds_at_most_four_instances_a_decision() -> None:
