@@ -20,6 +20,25 @@ from devstack.procs import ManagedProcess, ServiceStartError
 pytest_plugins = ["tests.fixtures_servicebus"]
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+TESTS = Path(__file__).resolve().parent
+# Directories whose tests share one session-scoped stack and read what each other left (tests/hostile's
+# secret scan reads the replies of every hostile test): under pytest-xdist they run on one worker, in order.
+ONE_WORKER_DIRS = {"hostile"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group tests for `pytest -n N --dist loadgroup` (make test): a file's tests stay together, so its module-
+    and class-scoped stacks start once, and the directories of ONE_WORKER_DIRS stay whole."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        path = Path(str(item.path)).resolve()
+        try:
+            relative = path.relative_to(TESTS)
+        except ValueError:
+            continue
+        group = relative.parts[0] if relative.parts[0] in ONE_WORKER_DIRS else relative.as_posix()
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def unavailable(what: str, error: Exception) -> None:
