@@ -31,7 +31,9 @@ from tests.host.test_function_app import app_settings
 FINAL = {"completed", "completed_with_failures", "cancelled", "failed", "expired"}
 
 
-def start(tmp_path: Path, azurite: Azurite, servicebus: ServiceBus, names: Names, **extra: str) -> Iterator[RunningHost]:
+def start(
+    tmp_path: Path, azurite: Azurite, servicebus: ServiceBus, names: Names, **extra: str
+) -> Iterator[RunningHost]:
     env = app_settings(azurite, servicebus, names, "life") | {
         "HANDLER": "tests.host.lifecycle_handlers:sevens_fail",
         "RETRY_BASE_DELAY_MS": "0",
@@ -46,7 +48,9 @@ def start(tmp_path: Path, azurite: Azurite, servicebus: ServiceBus, names: Names
 
 
 @pytest.fixture
-def host(tmp_path: Path, azurite_service: Azurite, servicebus_service: ServiceBus, names: Names) -> Iterator[RunningHost]:
+def host(
+    tmp_path: Path, azurite_service: Azurite, servicebus_service: ServiceBus, names: Names
+) -> Iterator[RunningHost]:
     yield from start(tmp_path, azurite_service, servicebus_service, names, CHUNK_MAX_ITEMS="100")
 
 
@@ -191,7 +195,8 @@ async def test_a_cancel_racing_a_drain_stops_handler_calls_within_the_bound_and_
     assert counts["cancelled"] == status["items"]["cancelled"] > 0
     assert counts["succeeded"] == status["items"]["succeeded"] > 0
     assert status["items"]["pending"] == 0
-    assert replay_code == 409 and replay["error"]["code"] == "batch_conflict", replay
+    assert replay_code == 409
+    assert replay["error"]["code"] == "batch_conflict", replay
 
 
 @pytest.mark.timeout(300)
@@ -216,7 +221,8 @@ async def test_a_batch_past_its_deadline_is_expired_and_a_scheduled_one_waits_fo
     assert all(c["started"] <= deadline_s + 1 for c in calls if c["batch"] == late["batch_id"]), "none after it"
     assert started["status"] == "completed_with_failures"
     begun = [c["started"] for c in calls if c["batch"] == later["batch_id"]]
-    assert begun and min(begun) >= submitted_at + 6 - 1, "nothing of it was handled before not_before"
+    assert begun
+    assert min(begun) >= submitted_at + 6 - 1, "nothing of it was handled before not_before"
 
 
 @pytest.mark.timeout(300)
@@ -232,7 +238,8 @@ async def test_a_batch_past_its_failure_tolerance_ends_failed_and_the_rest_is_ca
     assert status["status"] == "failed"
     assert status["ended_by"] == "max_failed_fraction"
     assert status["items"]["failed"] > 0.02 * 1000
-    assert status["items"]["cancelled"] > 0 and status["items"]["pending"] == 0
+    assert status["items"]["cancelled"] > 0
+    assert status["items"]["pending"] == 0
     assert Counter(line["status"] for line in lines)["cancelled"] == status["items"]["cancelled"]
     assert code == 0
     assert [json.loads(line) for line in out.getvalue().splitlines()] == [
