@@ -27,7 +27,7 @@ app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
 
 def http_response(result: api.ApiResponse) -> func.HttpResponse:
     return func.HttpResponse(
-        body=result.encoded(), status_code=result.status, headers=dict(result.headers), mimetype=api.JSON
+        body=result.encoded(), status_code=result.status, headers=dict(result.headers), mimetype=result.media_type
     )
 
 
@@ -48,6 +48,18 @@ async def batch_list(req: func.HttpRequest) -> func.HttpResponse:
 @app.route(route="batches/{batch_id}", methods=["GET"])
 async def batch_status(req: func.HttpRequest) -> func.HttpResponse:
     return http_response(await api.batch_status(req.route_params.get("batch_id", "")))
+
+
+@app.function_name("batch_cancel")
+@app.route(route="batches/{batch_id}/cancel", methods=["POST"])
+async def batch_cancel(req: func.HttpRequest) -> func.HttpResponse:
+    return http_response(await api.cancel_batch(req.route_params.get("batch_id", "")))
+
+
+@app.function_name("batch_results")
+@app.route(route="batches/{batch_id}/results", methods=["GET"])
+async def batch_results(req: func.HttpRequest) -> func.HttpResponse:
+    return http_response(await api.batch_results(req.route_params.get("batch_id", ""), dict(req.params)))
 
 
 @app.function_name("queue_status")

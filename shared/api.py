@@ -8,22 +8,29 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from shared.batch import lifecycle
 from shared.core import lanes
 from shared.core.errors import LimitExceeded, MalformedRequest, RequestError, StorageError, StorageUnavailable
 from shared.core.lanes import Lane
 from shared.intake.body import Limits, check_depth, loads
 from shared.intake.submit import submit
+from shared.ops import lifecycle as batch_lifecycle
 from shared.ops import replay, replay_jobs, reports
+from shared.ops.status import FINAL
 from shared.runtime import services
 from shared.telemetry import metering
 
 log = logging.getLogger(__name__)
 
 JSON = "application/json"
+NDJSON = "application/x-ndjson"
+DEFAULT_RESULT_LINES, MAX_RESULT_LINES = 10_000, 100_000  # a page of results: about 100 bytes a line
+LIFECYCLE_FIELDS = ("expires_at", "not_before", "max_failed_fraction")
 OPENAPI = Path(__file__).with_name("openapi.json")
 DEFAULT_PAGE, MAX_PAGE = 20, 50
 MAX_REPLAY_BODY_BYTES = 2**20  # 1,000 message ids and a batch id fit many times over
@@ -35,9 +42,11 @@ class ApiResponse:
     status: int
     body: Mapping[str, Any]
     headers: Mapping[str, str] = field(default_factory=dict)
+    raw: bytes | None = None  # a body that is not one JSON document (the results' NDJSON)
+    media_type: str = "application/json"
 
     def encoded(self) -> bytes:
-        return json.dumps(self.body, separators=(",", ":")).encode("utf-8")
+        return self.raw if self.raw is not None else json.dumps(self.body, separators=(",", ":")).encode("utf-8")
 
 
 async def answer(call: Callable[[], Awaitable[ApiResponse]]) -> ApiResponse:
@@ -87,11 +96,30 @@ def submit_lane(headers: Mapping[str, str], params: Mapping[str, str]) -> Lane:
     return Lane("", tenant, priority)
 
 
+def submit_options(headers: Mapping[str, str], params: Mapping[str, str]) -> lifecycle.Options:
+    """The lifecycle a submit asks for (`shared.batch.lifecycle`): `expires_in_s`, `not_before` and
+    `max_failed_fraction`, each a query parameter or an `X-Expires-In-S`-style header; a JSON 400 naming it."""
+
+    def given(name: str) -> str | None:
+        header = headers.get("x-" + name.replace("_", "-"))
+        return header if header is not None else params.get(name)
+
+    now = datetime.now(timezone.utc)
+    try:
+        expires_in_s = lifecycle.checked_expires_in_s(given("expires_in_s"))
+        not_before = lifecycle.checked_not_before(given("not_before"), now)
+        fraction = lifecycle.checked_fraction(given("max_failed_fraction"))
+    except ValueError as e:
+        raise MalformedRequest(str(e)) from None
+    return lifecycle.options(expires_in_s, not_before, fraction, now)
+
+
 async def submit_batch(body: bytes, headers: Mapping[str, str], params: Mapping[str, str] | None = None) -> ApiResponse:
     """`headers` with lower-case names; `params`: the query string."""
 
     async def call() -> ApiResponse:
         lane = submit_lane(headers, params or {})
+        options = submit_options(headers, params or {})
         done = await submit(
             services(),
             body,
@@ -99,6 +127,7 @@ async def submit_batch(body: bytes, headers: Mapping[str, str], params: Mapping[
             content_encoding=headers.get("content-encoding"),
             idempotency_key=headers.get("idempotency-key"),
             lane=lane,
+            options=options,
         )
         manifest = done.manifest
         url = status_url(manifest.batch_id)
@@ -110,6 +139,7 @@ async def submit_batch(body: bytes, headers: Mapping[str, str], params: Mapping[
             "trigger": done.trigger,
             "tenant": manifest.tenant,
             "priority": manifest.priority,
+            **{k: v for k in LIFECYCLE_FIELDS if (v := getattr(manifest, k)) is not None},
         }
         out_headers = {"Location": url}
         if done.replayed:
@@ -129,6 +159,56 @@ async def read(call: Callable[[], Awaitable[ApiResponse]]) -> ApiResponse:
 async def batch_status(batch_id: str) -> ApiResponse:
     async def call() -> ApiResponse:
         return ApiResponse(200, await reports.read_batch_status(services(), batch_id))
+
+    return await read(call)
+
+
+async def cancel_batch(batch_id: str) -> ApiResponse:
+    """Cancel a batch (idempotent): 202 with its status while it is `cancelling`, 200 once final."""
+
+    async def call() -> ApiResponse:
+        status = await batch_lifecycle.cancel(services(), batch_id)
+        return ApiResponse(200 if status["status"] in FINAL else 202, status, {"Location": status_url(batch_id)})
+
+    return await answer(call)
+
+
+def results_request(params: Mapping[str, str], items: int) -> tuple[str | None, int, int]:
+    """`?status=` (one of succeeded, failed, cancelled, expired), `?limit=` (lines, 1 to MAX_RESULT_LINES) and
+    `?continuation=` (the `X-Continuation` the previous page answered: the next position)."""
+    unknown = sorted(set(params) - {"status", "limit", "continuation", "code"})
+    if unknown:
+        raise MalformedRequest(f"unknown query parameter {unknown[0]!r}; this route takes status, limit, continuation")
+    try:
+        status = batch_lifecycle.checked_status(params.get("status"))
+    except ValueError as e:
+        raise MalformedRequest(str(e)) from None
+    text = params.get("limit", str(DEFAULT_RESULT_LINES))
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_RESULT_LINES):
+        raise MalformedRequest(f'"limit" must be an integer from 1 to {MAX_RESULT_LINES}')
+    token = params.get("continuation", "0")
+    if not (token.isascii() and token.isdigit() and len(token) <= 12 and int(token) <= items):
+        raise MalformedRequest('"continuation" must be the X-Continuation a previous page of this batch answered')
+    return status, int(text), int(token)
+
+
+async def batch_results(batch_id: str, params: Mapping[str, str]) -> ApiResponse:
+    """A page of the batch's results as NDJSON, in position order; `X-Continuation` names the next page while
+    there may be more, `X-Batch-Status` the batch's status (the lines agree with its counts once final)."""
+
+    async def call() -> ApiResponse:
+        found = services()
+        manifest, _, entries = await batch_lifecycle.read(found, batch_id)
+        status, limit, start = results_request(params, manifest.items)
+        lines, last = [], None
+        async for line in batch_lifecycle.export(found, manifest, entries, status=status, start=start, limit=limit):
+            lines.append(json.dumps(line, separators=(",", ":")))
+            last = line["position"]
+        headers = {"X-Batch-Status": reports.status_of(manifest, entries)}
+        if len(lines) == limit and last is not None and last + 1 < manifest.items:
+            headers["X-Continuation"] = str(last + 1)
+        body = ("\n".join(lines) + "\n" if lines else "").encode("utf-8")
+        return ApiResponse(200, {}, headers, raw=body, media_type=NDJSON)
 
     return await read(call)
 

@@ -2,6 +2,7 @@
 
     python -m shared.cli submit FILE [--follow] [--idempotency-key K]
     python -m shared.cli poison list | show MESSAGE_ID | replay [--batch ID] [--id MESSAGE_ID ...]
+    python -m shared.cli results BATCH_ID [--failed]
     python -m shared.cli trace BATCH_ID [--file PATH]
 
 `--url` (default http://localhost:7071) and `--key` (a function key, sent as x-functions-key) reach
@@ -18,12 +19,14 @@ import os
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from shared.ops import waterfall
+from shared.ops.status import FINAL
 
 DEFAULT_URL = "http://localhost:7071"
 FOLLOW_EVERY_S = 0.5
@@ -48,13 +51,20 @@ class Client:
         self.timeout_s = timeout_s
 
     def call(self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None) -> Any:
+        data, _ = self.raw(method, path, body, headers)
+        return json.loads(data or b"null")
+
+    def raw(
+        self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None
+    ) -> tuple[bytes, dict[str, str]]:
+        """The answer's body as bytes, and its headers (lower-case names)."""
         url = f"{self.url}{path}"  # http(s) only: checked in __init__
         request = urllib.request.Request(url, data=body, method=method, headers=dict(headers or {}))  # noqa: S310
         if self.key:
             request.add_header("x-functions-key", self.key)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310 - operator's URL
-                return json.loads(response.read() or b"null")
+                return response.read(), {k.lower(): v for k, v in response.headers.items()}
         except urllib.error.HTTPError as e:
             raise ApiError(f"{e.code}: {error_text(e.code, e.read())}") from None
         except urllib.error.URLError as e:
@@ -120,6 +130,21 @@ def summary(status: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def results(client: Client, batch_id: str, out: IO[str], *, failed_only: bool) -> str:
+    """Write the batch's result lines (NDJSON) to `out`, page after page; answers the batch's status."""
+    if not batch_id.isalnum():
+        raise ApiError(f"{batch_id!r} is not a batch id")
+    query = {"status": "failed"} if failed_only else {}
+    status = ""
+    while True:
+        data, headers = client.raw("GET", f"/api/batches/{batch_id}/results?{urllib.parse.urlencode(query)}")
+        out.write(data.decode("utf-8"))
+        status = headers.get("x-batch-status", "")
+        if "x-continuation" not in headers:
+            return status
+        query["continuation"] = headers["x-continuation"]
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m shared.cli", description=__doc__.splitlines()[0])
     parser.add_argument("--url", default=DEFAULT_URL, help="the function app (default %(default)s)")
@@ -138,6 +163,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     again = actions.add_parser("replay")
     again.add_argument("--batch", default=None, help="only this batch's chunks")
     again.add_argument("--id", action="append", dest="ids", help="only this poison message (repeatable)")
+    exported = commands.add_parser("results", help="a batch's results, one NDJSON line per item with an outcome")
+    exported.add_argument("batch_id")
+    exported.add_argument("--failed", action="store_true", help="only the failed items")
     traced = commands.add_parser("trace", help="a batch's trace as a waterfall, from the local span file")
     traced.add_argument("batch_id")
     default_file = os.environ.get("TRACES_FILE") or str(Path(".devstack") / "traces.jsonl")
@@ -161,6 +189,11 @@ def main(argv: Sequence[str] | None = None, out: IO[str] = sys.stdout) -> int:
             out.write(f" (trigger {accepted['trigger']})\n")
             if args.follow:
                 out.write(summary(follow(client, accepted["status_url"], out, timeout_s=args.timeout)) + "\n")
+        elif args.command == "results":
+            status = results(client, args.batch_id, out, failed_only=args.failed)
+            if status not in FINAL:
+                print(f"note: batch {args.batch_id} is {status}: items without an outcome yet are not listed",
+                      file=sys.stderr)  # fmt: skip
         elif args.action == "list":
             out.write(json.dumps(client.call("GET", "/api/poison"), indent=2) + "\n")
         elif args.action == "show":

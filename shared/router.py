@@ -15,7 +15,7 @@ from shared.core.errors import MalformedEvent, NotFound
 from shared.core.events import Reason, TriggerEvent
 from shared.engine.report import DrainReport
 from shared.engine.serve import serve
-from shared.ops import replay_jobs
+from shared.ops import lifecycle, replay_jobs
 from shared.services import Services
 from shared.watch import lookout
 
@@ -30,7 +30,10 @@ async def route(services: Services, event: TriggerEvent, trace: str | None = Non
         return await replay_step(services, event)
     if event.reason is Reason.LOOK:
         return await look(services, event)
-    return await serve(services, event, trace)
+    report = await serve(services, event, trace)
+    # Did a batch it recorded results of become final (two storage calls per batch, not per chunk)?
+    await lifecycle.finalize_all(services, report.batches)
+    return report
 
 
 def check(services: Services, event: TriggerEvent) -> None:

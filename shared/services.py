@@ -12,7 +12,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from shared.batch.verdicts import CommittedAttempts
+from shared.batch.lifecycle import ENDED_CHECK_S
+from shared.batch.verdicts import CommittedAttempts, EndedBatches
 from shared.bus.deferrals import DeferredTriggers
 from shared.bus.publisher import Publisher
 from shared.core.settings import Settings
@@ -36,6 +37,8 @@ class Services:
     draining: set[tuple[str, int]] = field(default_factory=set)
     # batch id -> committed attempt, for batches whose manifest was read as accepted; bounded in size and age.
     committed: CommittedAttempts = field(default_factory=CommittedAttempts)
+    # batches ended early (cancelled, or failed past their tolerance), listed at most every ENDED_CHECK_S
+    ended: EndedBatches = field(default_factory=lambda: EndedBatches(ENDED_CHECK_S))
     # trigger events a submit could not publish, tried again from this process
     deferred: DeferredTriggers = field(init=False)
     # large submits being decoded and stored now (MAX_LARGE_SUBMITS)

@@ -71,6 +71,16 @@ class Manifest:
     # The lane its chunks wait in (`shared.core.lanes`); written only when not the shared tenant's normal lane.
     tenant: str = DEFAULT_TENANT
     priority: str = Priority.NORMAL
+    # The lifecycle a submit asked for (`shared.batch.lifecycle`); absent from manifests that asked for none.
+    expires_at: str | None = None  # unfinished items become `expired` after it
+    not_before: str | None = None  # nothing of the batch is handled before it
+    max_failed_fraction: float | None = None  # more failed items than this share end the batch `failed`
+    # Set once when the batch is ended early: `cancelled` (asked for) or `failed` (max_failed_fraction crossed).
+    ended: str | None = None
+    ended_at: str | None = None
+    # Set once when the batch was first seen final (`shared.ops.lifecycle.finalize`): its final status.
+    final_status: str | None = None
+    finished_at: str | None = None
 
     @property
     def chunks(self) -> int:
@@ -84,6 +94,9 @@ class Manifest:
         for name, default in (("tenant", DEFAULT_TENANT), ("priority", Priority.NORMAL)):
             if out[name] == default:
                 del out[name]  # manifests of the shared lane stay as they were
+        for name in OPTIONAL:
+            if out[name] is None:
+                del out[name]  # and so do those of batches that asked for no lifecycle
         return out
 
     @classmethod
@@ -105,11 +118,19 @@ class Manifest:
         return replace(self, attempt=new_attempt(), state=State.STAGING)
 
 
+OPTIONAL = (
+    "expires_at", "not_before", "max_failed_fraction", "ended", "ended_at", "final_status", "finished_at",
+)  # fmt: skip
+
+
 class Admission(str, Enum):
     PROCESS = "process"  # the committed attempt: work on it
     STALE = "stale"  # left behind by an attempt that a resumed submission replaced: delete unprocessed
     WAIT = "wait"  # its submission is still in flight: put it back for a moment
     ABANDONED = "abandoned"  # its submission never completed within STAGING_TTL_S: the client was never told 202
+    CANCELLED = "cancelled"  # its batch was ended (cancelled, or failed past max_failed_fraction): recorded, not run
+    EXPIRED = "expired"  # its batch's expires_at has passed: recorded as expired, not run
+    EARLY = "early"  # its batch's not_before has not come: hidden until then, not run
 
 
 def admit(manifest: Manifest, attempt: str, *, now: datetime, staging_ttl_s: int) -> Admission:

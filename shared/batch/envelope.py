@@ -1,7 +1,8 @@
 """The work-queue message: a chunk inline, inline compressed, or a claim-check reference to a blob (pure).
 
 Wire form (compact JSON, ASCII-safe for the queue's XML body):
-    {"v":1,"b":batch,"a":attempt,"c":chunk,"g":gen,"s":skips?,"i":[positions]?,"t":traceparent?, <body>}
+    {"v":1,"b":batch,"a":attempt,"c":chunk,"g":gen,"s":skips?,"i":[positions]?,"t":traceparent?,
+     "x":expires_ms?,"n":not_before_ms?,"f":max_failed_fraction?, <body>}
 where <body> is one of "items":[...] (inline), "z":"<base64 gzip of the items array>" (inline, compressed)
 or "blob":"<name in the batches container>" (claim check). "i" lists, for a retry, which positions of the
 chunk the message still carries; without it the message carries the whole chunk. "t" is the W3C traceparent of
@@ -37,6 +38,10 @@ class ChunkHeader:
     skips: int = 0  # receives that did not count as processing attempts
     positions: tuple[int, ...] | None = None  # positions within the chunk carried (None: all)
     trace: str | None = None  # the submit's traceparent
+    # The batch's lifecycle (`shared.batch.lifecycle`), carried so that admission needs no manifest read for it.
+    expires_ms: int | None = None  # epoch ms after which its items are recorded `expired`, not run
+    not_before_ms: int | None = None  # epoch ms before which it is not run
+    max_failed: float | None = None  # the batch's max_failed_fraction
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {"v": VERSION, "b": self.batch_id, "a": self.attempt, "c": self.chunk, "g": self.gen}
@@ -46,6 +51,9 @@ class ChunkHeader:
             out["i"] = list(self.positions)
         if self.trace is not None:
             out["t"] = self.trace
+        for key, value in (("x", self.expires_ms), ("n", self.not_before_ms), ("f", self.max_failed)):
+            if value is not None:
+                out[key] = value
         return out
 
 
@@ -138,7 +146,23 @@ def _decode_header(doc: dict[str, Any]) -> ChunkHeader:
         raise MalformedEnvelope('"i" must be a list of positions')
     carried = doc.get("t")
     trace = carried if isinstance(carried, str) and TRACEPARENT.match(carried) else None
-    return ChunkHeader(batch_id, attempt, chunk, gen, skips, tuple(positions) if positions is not None else None, trace)
+    expires_ms, not_before_ms, max_failed = doc.get("x"), doc.get("n"), doc.get("f")
+    if not all(v is None or _count(v) for v in (expires_ms, not_before_ms)):
+        raise MalformedEnvelope('"x" and "n" must be epoch milliseconds')
+    if max_failed is not None and (not isinstance(max_failed, int | float) or isinstance(max_failed, bool)):
+        raise MalformedEnvelope('"f" must be a number')
+    return ChunkHeader(
+        batch_id,
+        attempt,
+        chunk,
+        gen,
+        skips,
+        tuple(positions) if positions is not None else None,
+        trace,
+        expires_ms,
+        not_before_ms,
+        float(max_failed) if max_failed is not None else None,
+    )
 
 
 def _count(value: Any) -> bool:

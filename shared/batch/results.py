@@ -40,6 +40,8 @@ class ResultEntry:
     written_at: datetime
     attempt: int = 1
     blob: str = ""
+    cancelled: int = 0
+    expired: int = 0
 
     @property
     def key(self) -> Key:
@@ -47,17 +49,20 @@ class ResultEntry:
 
 
 def blob_metadata(doc: Mapping[str, Any]) -> dict[str, str]:
-    """A result blob's metadata: `records` lists each record as `chunk.gen.first:attempt.ok.failed.retrying`."""
+    """A result blob's metadata: `records` lists each record as `chunk.gen.first:attempt.ok.failed.retrying`,
+    followed by `.cancelled.expired` when it discarded items of an ended or expired batch."""
     if RECORDS not in doc:  # a blob of the layout before grouping: its counts
         return {k: str(len(doc[k])) for k in ("ok", "failed", "retrying")}
     return {RECORDS: ";".join(_entry_text(r) for r in doc[RECORDS])}
 
 
 def _entry_text(doc: Mapping[str, Any]) -> str:
-    return (
+    text = (
         f"{doc['chunk']}.{doc['gen']}.{doc['first']}:{doc['attempt']}."
         f"{len(doc['ok'])}.{len(doc['failed'])}.{len(doc['retrying'])}"
     )
+    ended = len(doc.get("cancelled", ())), len(doc.get("expired", ()))
+    return text + (f".{ended[0]}.{ended[1]}" if any(ended) else "")
 
 
 def entries(name: str, meta: Mapping[str, str], written_at: datetime) -> list[ResultEntry]:
@@ -77,10 +82,15 @@ def entries(name: str, meta: Mapping[str, str], written_at: datetime) -> list[Re
         try:
             lineage, _, numbers = part.partition(":")
             c, g, f = (int(x) for x in lineage.split("."))
-            attempt, n_ok, n_failed, n_retrying = (int(x) for x in numbers.split("."))
+            counts = [int(x) for x in numbers.split(".")]
+            if len(counts) == 4:
+                counts += [0, 0]
+            attempt, n_ok, n_failed, n_retrying, n_cancelled, n_expired = counts
         except ValueError:
             continue  # not one of ours: ignored, like a blob of a foreign name
-        found.append(ResultEntry(c, g, f, n_ok, n_failed, n_retrying, written_at, attempt, name))
+        found.append(
+            ResultEntry(c, g, f, n_ok, n_failed, n_retrying, written_at, attempt, name, n_cancelled, n_expired)
+        )
     return found
 
 
@@ -92,6 +102,29 @@ def newest(found: Iterable[ResultEntry]) -> list[ResultEntry]:
         if held is None or (e.attempt, e.blob) > (held.attempt, held.blob):
             best[e.key] = e
     return sorted(best.values(), key=lambda e: e.key)
+
+
+KINDS = ("failed", "ok", "cancelled", "expired")  # the order in which a chunk's settled items are counted
+
+
+def settled_counts(chunk_sizes: Sequence[int], chosen: Iterable[ResultEntry]) -> dict[int, dict[str, int]]:
+    """Per chunk, its items settled each way, from the newest entry of each lineage (`newest`). A chunk never
+    settles more items than it holds: should two lineages ever both record one item (a parked copy replayed
+    after a redelivery settled it), the surplus is not counted again (failures first, then successes, then
+    the items discarded unrun)."""
+    raw: dict[int, dict[str, int]] = {}
+    for e in chosen:
+        if not 0 <= e.chunk < len(chunk_sizes):
+            continue
+        counts = raw.setdefault(e.chunk, dict.fromkeys(KINDS, 0))
+        for kind, n in zip(KINDS, (e.failed, e.ok, e.cancelled, e.expired), strict=True):
+            counts[kind] += n
+    for c, counts in raw.items():
+        room = chunk_sizes[c]
+        for kind in KINDS:
+            counts[kind] = min(counts[kind], room)
+            room -= counts[kind]
+    return raw
 
 
 def group_document(batch_id: str, records: Sequence[ResultRecord], finished_at: str) -> dict[str, Any]:

@@ -8,6 +8,8 @@ from typing import Any
 
 from shared.handlers import ItemOutcome
 
+MAX_ID_CHARS = 200  # an item's "id" longer than this is not kept in its result record
+
 
 @dataclass(frozen=True)
 class Failure:
@@ -28,12 +30,15 @@ class ResultRecord:
     failed: list[Failure]  # gone to the poison queue
     retrying: list[int]  # carried on by generation gen + 1
     summary: Mapping[str, Any] = field(default_factory=dict)
+    cancelled: list[int] = field(default_factory=list)  # discarded unrun: its batch was ended
+    expired: list[int] = field(default_factory=list)  # discarded unrun: its batch's expires_at had passed
+    ids: list[tuple[int, str | int]] = field(default_factory=list)  # (position, the item's own "id") where it has one
 
     @property
     def first(self) -> int:
         """The lineage key of this record: the first position its message carried."""
         positions = [p for p, _ in self.ok] + [f.position for f in self.failed] + self.retrying
-        return min(positions, default=0)
+        return min(positions + self.cancelled + self.expired, default=0)
 
     def to_json(self, finished_at: str) -> dict[str, Any]:
         return {
@@ -48,6 +53,9 @@ class ResultRecord:
             "failed": [{"i": f.position, "reason": f.reason} for f in self.failed],
             "retrying": self.retrying,
             "summary": dict(self.summary),
+            **({"cancelled": self.cancelled} if self.cancelled else {}),
+            **({"expired": self.expired} if self.expired else {}),
+            **({"ids": [list(pair) for pair in self.ids]} if self.ids else {}),
         }
 
 
@@ -72,6 +80,7 @@ def settle(
     attempt: int,
     max_attempts: int,
     summary: Mapping[str, Any] | None = None,
+    items: Sequence[Any] | None = None,
 ) -> Settlement:
     """Successes are recorded; a retryable failure is retried until `max_attempts`, then poisoned;
     a permanent failure is poisoned at once. Only failed items travel on."""
@@ -90,5 +99,31 @@ def settle(
             if outcome.retryable:
                 why = f"failed {attempt} times (MAX_DEQUEUE_COUNT {max_attempts}); last: {why}"
             poison.append(Failure(position, why))
-    record = ResultRecord(batch_id, chunk, gen, attempt, ok, poison, retry, summary or {})
+    record = ResultRecord(
+        batch_id, chunk, gen, attempt, ok, poison, retry, summary or {}, ids=item_ids(positions, items)
+    )
     return Settlement(record, retry, poison)
+
+
+def item_ids(positions: Sequence[int], items: Sequence[Any] | None) -> list[tuple[int, str | int]]:
+    """(position, id) of each item that is an object with a string or integer "id" (the results export names it)."""
+    if items is None:
+        return []
+    found: list[tuple[int, str | int]] = []
+    for position, item in zip(positions, items, strict=True):
+        value = item.get("id") if isinstance(item, dict) else None
+        if (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, str) and len(value) <= MAX_ID_CHARS
+        ):
+            found.append((position, value))
+    return found
+
+
+def discarded(
+    header_batch: str, chunk: int, gen: int, attempt: int, positions: Sequence[int], items: Sequence[Any], *, why: str
+) -> ResultRecord:
+    """The record of a chunk discarded unrun: its items `cancelled` or `expired` (`why`)."""
+    cancelled = list(positions) if why == "cancelled" else []
+    expired = list(positions) if why == "expired" else []
+    ids = item_ids(positions, items)
+    return ResultRecord(header_batch, chunk, gen, attempt, [], [], [], {}, cancelled, expired, ids)

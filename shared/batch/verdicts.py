@@ -37,3 +37,29 @@ class CommittedAttempts:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+class EndedBatches:
+    """The batches a drainer process knows to be ended (cancelled, or failed past their tolerance), from the
+    last listing of the ended markers (`shared.store.ended`), taken at most `fresh_s` ago before a handler call
+    of a batch starts (`shared.batch.lifecycle.ENDED_CHECK_S`)."""
+
+    def __init__(self, fresh_s: float) -> None:
+        self.fresh_s = fresh_s
+        self._ids: frozenset[str] = frozenset()
+        self._mine: set[str] = set()  # ended by this process since: known before any listing says so
+        self.listed_at: float | None = None
+
+    def fresh(self, now: float) -> bool:
+        return self.listed_at is not None and now - self.listed_at <= self.fresh_s
+
+    def listed(self, ids: frozenset[str], started_at: float) -> None:
+        """A listing begun at `started_at` (it saw every marker written before then)."""
+        self._ids, self.listed_at = ids, started_at
+        self._mine -= ids
+
+    def add(self, batch_id: str) -> None:
+        self._mine.add(batch_id)
+
+    def __contains__(self, batch_id: object) -> bool:
+        return batch_id in self._ids or batch_id in self._mine

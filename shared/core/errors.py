@@ -72,6 +72,14 @@ class ReplayConflict(RequestError):
     code = "replay_conflict"
 
 
+class BatchConflict(RequestError):
+    """Raised when a batch cannot take a lifecycle request in its state: a cancel of a batch still being
+    submitted or never accepted, a replay of a chunk of a cancelled batch."""
+
+    status = 409
+    code = "batch_conflict"
+
+
 class SubmitRefused(RequestError):
     """Raised when a submit could not store its batch within SUBMIT_DEADLINE_S, or storage failed under it:
     nothing it stored counts (the batch is marked abandoned and its chunks are discarded)."""
@@ -116,6 +124,15 @@ class ResourceMissing(StorageError):
 
 class ResourceConflict(StorageError):
     """Raised when something already exists or a lease is held by someone else."""
+
+
+class NotRun(QueueDrainError):
+    """Raised when a chunk's batch was ended or expired between its admission and its handler call: the chunk
+    is recorded as `verdict` (cancelled | expired), its handler is not called."""
+
+    def __init__(self, verdict: str) -> None:
+        super().__init__(f"batch {verdict}")
+        self.verdict = verdict
 
 
 class PreconditionFailed(StorageError):

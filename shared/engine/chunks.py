@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from datetime import datetime, timezone
@@ -15,16 +16,19 @@ from azure.storage.blob.aio import ContainerClient
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span
 
-from shared.batch import envelope
+from shared.batch import envelope, lifecycle
 from shared.batch.batches import Admission, Manifest, admit
 from shared.batch.envelope import ChunkHeader, ChunkMessage
-from shared.batch.settlement import Settlement, settle
+from shared.batch.results import newest, settled_counts
+from shared.batch.settlement import ResultRecord, Settlement, discarded, settle
 from shared.core import layout
-from shared.core.errors import HandlerError, MalformedEnvelope, Overloaded, ResourceMissing
+from shared.core.errors import HandlerError, MalformedEnvelope, NotRun, Overloaded, ResourceMissing, StorageError
 from shared.engine.limits import HandlerLimits
 from shared.handlers import ChunkContext, ChunkResult, ItemOutcome, checked, is_async
 from shared.services import Services
-from shared.store.received import Received, utcnow
+from shared.store import ended
+from shared.store.received import Received, epoch_ms, utcnow
+from shared.store.result_store import list_entries
 from shared.store.storage import read_bytes, read_json
 from shared.telemetry import metrics, tracing
 
@@ -44,8 +48,34 @@ class ChunkWork:
         self.limits: HandlerLimits | None = None  # the session's share of the app-wide handler limits
         # batch id -> accepted epoch ms, for batches taken as committed from their lane's mark (no manifest read)
         self.accepted_ms: dict[str, int] = {}
+        self._ended_listing: asyncio.Future[None] | None = None
 
     async def admission(self, header: ChunkHeader) -> Admission:
+        verdict = await self._committed(header)
+        return verdict if verdict is not Admission.PROCESS else await self.lifecycle(header)
+
+    async def lifecycle(self, header: ChunkHeader) -> Admission:
+        """A chunk of the committed attempt, by its batch's lifecycle: ended (cancelled, or failed past its
+        tolerance) by the ended markers listed at most ENDED_CHECK_S ago; expired or early by its header."""
+        if await self._is_ended(header.batch_id):
+            return Admission.CANCELLED
+        return lifecycle.judged(header, epoch_ms())
+
+    async def _is_ended(self, batch_id: str) -> bool:
+        known = self.s.ended
+        if not known.fresh(time.monotonic()):
+            if self._ended_listing is None:  # one listing for all the chunks that ask meanwhile
+                self._ended_listing = asyncio.ensure_future(self._list_ended())
+                self._ended_listing.add_done_callback(lambda _: setattr(self, "_ended_listing", None))
+            await asyncio.shield(self._ended_listing)
+        return batch_id in known
+
+    async def _list_ended(self) -> None:
+        started = time.monotonic()
+        state = self.s.storage.container(self.settings.state_container)
+        self.s.ended.listed(await ended.listed(state), started)
+
+    async def _committed(self, header: ChunkHeader) -> Admission:
         committed = self.s.committed.get(header.batch_id, now=self.clock())
         if committed is not None:
             marked = self.accepted_ms.pop(header.batch_id, None) if header.chunk == 0 and header.gen == 0 else None
@@ -97,6 +127,10 @@ class ChunkWork:
             items, positions = await self._load_items(msg)
             context = ChunkContext(header.batch_id, header.chunk, attempt, self.settings)
             async with self.limits.admit(len(items)) if self.limits is not None else nullcontext():
+                # Judged again as the handler call starts: the wait for a place may have outlasted the bound.
+                verdict = await self.lifecycle(header)
+                if verdict is not Admission.PROCESS:
+                    raise NotRun(verdict.value)
                 result = await self._run_handler(items, context)
             settlement = settle(
                 batch_id=header.batch_id,
@@ -107,9 +141,43 @@ class ChunkWork:
                 attempt=attempt,
                 max_attempts=self.settings.max_dequeue_count,
                 summary=result.summary,
+                items=items,
             )
             self._observe(span, len(items), settlement)
         return msg, items, positions, settlement
+
+    async def discard(self, item: Received, msg: ChunkMessage, verdict: Admission) -> ResultRecord:
+        """The record of a chunk of an ended or expired batch, its items discarded unrun (a claim-check chunk's
+        blob is read once, for its items' ids). Raises like `work` if its items cannot be loaded."""
+        items, positions = await self._load_items(msg)
+        header = msg.header
+        attempt = max(1, int(item.message.dequeue_count or 1) - header.skips)
+        why = "expired" if verdict is Admission.EXPIRED else "cancelled"
+        return discarded(header.batch_id, header.chunk, header.gen, attempt, positions, items, why=why)
+
+    async def tolerance(self, header: ChunkHeader, record: ResultRecord) -> None:
+        """After a chunk recorded failures for good: end its batch `failed` if more than its max_failed_fraction
+        of its items have now failed. Costs one manifest read and one listing of its results per such chunk,
+        only for batches that set a tolerance, until one ends it."""
+        if header.max_failed is None or not record.failed or header.batch_id in self.s.ended:
+            return
+        settings = self.settings
+        try:
+            manifest, _ = await ended.read_manifest(self.batches, header.batch_id)
+            found = newest(await list_entries(self.s.storage.container(settings.results_container), header.batch_id))
+            failed = sum(c["failed"] for c in settled_counts(manifest.chunk_sizes, found).values())
+            if manifest.ended is None and lifecycle.tripped(failed, manifest.items, manifest.max_failed_fraction):
+                state = self.s.storage.container(settings.state_container)
+                await ended.end(self.batches, state, header.batch_id, lifecycle.FAILED, utcnow())
+                log.warning(
+                    "batch %s ended failed: %d of %d item(s) failed, more than max_failed_fraction %g",
+                    header.batch_id, failed, manifest.items, manifest.max_failed_fraction,
+                )  # fmt: skip
+            if manifest.ended is not None or lifecycle.tripped(failed, manifest.items, manifest.max_failed_fraction):
+                self.s.ended.add(header.batch_id)
+        except (StorageError, ResourceMissing) as e:
+            log.warning("batch %s: its failure tolerance could not be checked (the next failure tries): %s",
+                        header.batch_id, e)  # fmt: skip
 
     def _session_link(self, header: ChunkHeader) -> list[Link] | None:
         """The chunk's span lives in its submit's trace and links to the drain session serving it; the session

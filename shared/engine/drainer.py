@@ -26,7 +26,7 @@ from opentelemetry.trace import SpanKind
 from shared.batch import envelope
 from shared.batch.batches import Admission
 from shared.batch.envelope import ChunkMessage
-from shared.core.errors import MalformedEnvelope, Overloaded, ResourceMissing, StorageError
+from shared.core.errors import MalformedEnvelope, NotRun, Overloaded, ResourceMissing, StorageError
 from shared.core.events import Reason
 from shared.core.lanes import Lane, LaneOrder
 from shared.engine import lane_queues
@@ -42,11 +42,13 @@ from shared.engine.visibility import keeping_invisible
 from shared.engine.wakeups import SCALE_CHECK_S, WAKE_MARGIN_MS, Wakeups
 from shared.services import Services
 from shared.store.leases import DrainLease
-from shared.store.received import Received, utcnow
+from shared.store.received import Received, epoch_ms, utcnow
 from shared.store.result_store import ResultWriter
 from shared.telemetry import metering, metrics, tracing
 
 __all__ = ["SCALE_CHECK_S", "DrainReport", "Drainer"]
+
+MAX_HIDDEN_S = 7 * 24 * 3600 - 1  # a storage queue hides a message for less than 7 days
 
 log = logging.getLogger(__name__)
 
@@ -343,6 +345,9 @@ class Drainer:
             worked = await self._admit_and_work(item)
         if worked is not None:
             await self.settler.settle(item, *worked)
+            msg, settlement = worked[0], worked[3]
+            self.report.batches.add(msg.header.batch_id)
+            await self.chunks.tolerance(msg.header, settlement.record)
 
     async def _admit_and_work(self, item: Received) -> Worked | None:
         try:
@@ -366,6 +371,14 @@ class Drainer:
             )
             await self.settler.delete(item)
             return None
+        if verdict is Admission.EARLY:  # its batch's not_before has not come (a clock apart): hidden till then
+            assert msg.header.not_before_ms is not None
+            wait_s = math.ceil((msg.header.not_before_ms - epoch_ms()) / 1000)
+            await self.settler.put_back(item, msg, delay_s=min(MAX_HIDDEN_S, max(1, wait_s)))
+            return None
+        if verdict in (Admission.CANCELLED, Admission.EXPIRED):
+            await self._discard(item, msg, verdict)
+            return None
         if self.pause.active(self.clock()):  # received before the back-off began: do not call downstream
             await self._overloaded(item, msg, None)
             return None
@@ -374,11 +387,24 @@ class Drainer:
         except (MalformedEnvelope, ResourceMissing) as e:
             await self.settler.poison_raw(item, f"chunk {msg.header.chunk} of batch {msg.header.batch_id}: {e}")
             return None
+        except NotRun as e:
+            await self._discard(item, msg, Admission(e.verdict))
+            return None
         except Overloaded as e:
             await self._overloaded(item, msg, e)
             return None
         self.pause.worked()
         return worked
+
+    async def _discard(self, item: Received, msg: ChunkMessage, verdict: Admission) -> None:
+        """A chunk of an ended or expired batch: its items recorded as such, its handler never called."""
+        try:
+            record = await self.chunks.discard(item, msg, verdict)
+        except (MalformedEnvelope, ResourceMissing) as e:
+            await self.settler.poison_raw(item, f"chunk {msg.header.chunk} of batch {msg.header.batch_id}: {e}")
+            return
+        await self.settler.discard(item, record)
+        self.report.batches.add(msg.header.batch_id)
 
     async def _overloaded(self, item: Received, msg: ChunkMessage, signal: Overloaded | None) -> None:
         """Put the chunk back without counting an attempt; on a new overload signal, pause the drainer

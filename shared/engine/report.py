@@ -24,16 +24,21 @@ class DrainReport:
     stale: int = 0
     waiting: int = 0
     overloaded: int = 0  # chunks put back because the handler's downstream was overloaded
+    discarded: int = 0  # items of ended or expired batches recorded without a handler call
     seconds: float = 0.0
     transactions: dict[str, int] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
+    # the batches this execution recorded results of: the router looks at each once afterwards (did it end?)
+    batches: set[str] = field(default_factory=set)
 
     @property
     def transaction_total(self) -> int:
         return sum(self.transactions.values())
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__} | {"transaction_total": self.transaction_total}
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__} | {"transaction_total": self.transaction_total}
+        out["batches"] = sorted(self.batches)
+        return out
 
     def log(self) -> None:
         log.info(

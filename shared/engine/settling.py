@@ -18,7 +18,7 @@ from azure.storage.queue.aio import QueueClient
 
 from shared.batch import envelope, poison
 from shared.batch.envelope import ChunkHeader, ChunkMessage
-from shared.batch.settlement import Failure, Settlement
+from shared.batch.settlement import Failure, ResultRecord, Settlement
 from shared.core import layout
 from shared.core.backoff import retry_delay_ms
 from shared.core.errors import ResourceMissing
@@ -91,6 +91,18 @@ class Settler:
         else:
             await self.delete(item)
             self.report.chunks_done += 1
+
+    async def discard(self, item: Received, record: ResultRecord) -> None:
+        """The record of a chunk discarded unrun (its batch ended or expired), then the message deleted."""
+        await self.results.write(record)
+        self.report.discarded += len(record.cancelled) + len(record.expired)
+        log.info(
+            "chunk %d of batch %s: %d item(s) discarded unrun (cancelled %d, expired %d)",
+            record.chunk, record.batch_id, len(record.cancelled) + len(record.expired), len(record.cancelled),
+            len(record.expired),
+        )  # fmt: skip
+        await self.delete(item)
+        self.report.chunks_done += 1
 
     async def _carry_on(self, msg: ChunkMessage, header: ChunkHeader, by_position: dict[int, Any]) -> str:
         """The message text that carries `header.positions` on: a reference to the same claim check, or the

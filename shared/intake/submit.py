@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -21,6 +22,7 @@ from azure.storage.blob.aio import ContainerClient
 from shared.batch import envelope
 from shared.batch.batches import MAX_IDEMPOTENCY_KEY, Manifest, State, items_digest, new_attempt, new_batch_id
 from shared.batch.chunking import Chunk, partition_of, plan_chunks
+from shared.batch.lifecycle import Options
 from shared.core import layout
 from shared.core.errors import (
     IdempotencyConflict,
@@ -65,6 +67,7 @@ class Outgoing:
     queue: str
     text: str
     blob: tuple[str, bytes] | None = None
+    hidden_s: int = 0  # until the batch's not_before
 
 
 def checked_key(key: str | None) -> str | None:
@@ -83,13 +86,16 @@ async def submit(
     content_encoding: str | None,
     idempotency_key: str | None,
     lane: Lane | None = None,
+    options: Options | None = None,
 ) -> Submitted:
-    """`lane`: the tenant and priority asked for (its partition is ignored: chunks are spread over every one)."""
+    """`lane`: the tenant and priority asked for (its partition is ignored: chunks are spread over every one);
+    `options`: its lifecycle (`shared.batch.lifecycle`)."""
     with tracing.span("queue_drain.submit", attributes={"http.request.body.size": len(body)}) as current:
         asked = lane or Lane("")
         submitted = await _decode_and_submit(
-            services, body, content_type, content_encoding, idempotency_key, asked.tenant, asked.priority
-        )
+            services, body, content_type, content_encoding, idempotency_key, asked.tenant, asked.priority,
+            options or Options(),
+        )  # fmt: skip
         manifest = submitted.manifest
         current.set_attributes(
             {
@@ -110,6 +116,7 @@ async def _decode_and_submit(
     idempotency_key: str | None,
     tenant: str,
     priority: str,
+    options: Options,
 ) -> Submitted:
     settings = services.settings
     deadline = asyncio.get_running_loop().time() + settings.submit_deadline_s
@@ -120,11 +127,11 @@ async def _decode_and_submit(
     )
     possible = possible_size(len(body), content_encoding, limits)
     if possible <= THREAD_THRESHOLD_BYTES:
-        return await _submit(services, decode(), key, deadline, tenant, priority)
+        return await _submit(services, decode(), key, deadline, tenant, priority, options)
     # A body that may decode past the threshold is parsed on a thread, item by item: the event loop (other
     # requests, drains) gets the interpreter back every few milliseconds.
     if possible <= LARGE_SUBMIT_BYTES:
-        return await _submit(services, await asyncio.to_thread(decode), key, deadline, tenant, priority)
+        return await _submit(services, await asyncio.to_thread(decode), key, deadline, tenant, priority, options)
     # And only MAX_LARGE_SUBMITS really large ones at once: each may hold 2-3x MAX_BODY_BYTES (the body, its items,
     # and for JSON its text) until its chunks are stored.
     if services.large_submits.locked():
@@ -133,11 +140,11 @@ async def _decode_and_submit(
             limit="MAX_LARGE_SUBMITS",
         )
     async with services.large_submits:
-        return await _submit(services, await asyncio.to_thread(decode), key, deadline, tenant, priority)
+        return await _submit(services, await asyncio.to_thread(decode), key, deadline, tenant, priority, options)
 
 
 async def _submit(
-    services: Services, intake: Intake, key: str | None, deadline: float, tenant: str, priority: str
+    services: Services, intake: Intake, key: str | None, deadline: float, tenant: str, priority: str, options: Options
 ) -> Submitted:
     settings = services.settings
     now = datetime.now(timezone.utc)
@@ -157,6 +164,9 @@ async def _submit(
         created_at=now.isoformat(),
         tenant=tenant,
         priority=priority,
+        expires_at=options.expires_at.isoformat() if options.expires_at else None,
+        not_before=options.not_before.isoformat() if options.not_before else None,
+        max_failed_fraction=options.max_failed_fraction,
     )
     lanes = [Lane(queue, tenant, priority).name for queue in chunk_queues]
     container = await services.storage.ensure_container(settings.batches_container)
@@ -168,7 +178,7 @@ async def _submit(
     manifest, etag = claimed
     try:
         async with asyncio.timeout_at(deadline):
-            outgoing = await asyncio.to_thread(prepare, manifest, chunks, lanes, tracing.traceparent())
+            outgoing = await asyncio.to_thread(prepare, manifest, chunks, lanes, tracing.traceparent(), options, now)
             await store(services, outgoing)
     except (TimeoutError, StorageUnavailable) as e:
         await abandon(container, manifest, etag)
@@ -188,11 +198,14 @@ async def _submit(
     await batch_index.record(container, manifest.accepted(accepted_at))
     accepted_ms = int(accepted_at.timestamp() * 1000)
     await mark_lanes(services, sorted(set(lanes)), (batch_id, manifest.attempt), accepted_ms)
-    trigger = await ring(services, manifest, intake.encoded_bytes)
+    trigger = await ring(services, manifest, intake.encoded_bytes, options.not_before)
     manifest = manifest.accepted(accepted_at, trigger)
     # Only a deferral costs a second write; a manifest without `trigger` was announced.
     if trigger == "deferred":
-        await write_json(container, layout.manifest_blob(batch_id), manifest.to_json(), etag=etag)
+        try:
+            await write_json(container, layout.manifest_blob(batch_id), manifest.to_json(), etag=etag)
+        except PreconditionFailed:  # a cancel came first: it keeps its word, the trigger note is only a note
+            log.info("batch %s: changed (cancelled) before its deferral could be noted", batch_id)
     log.info(
         "batch %s accepted: %d item(s), %d chunk(s) on %s (tenant %s, priority %s), trigger %s",
         batch_id, manifest.items, manifest.chunks, ",".join(manifest.queues), tenant, priority, trigger,
@@ -237,21 +250,31 @@ async def claim(container: ContainerClient, manifest: Manifest) -> tuple[Manifes
 
 
 def prepare(
-    manifest: Manifest, chunks: Sequence[Chunk], chunk_queues: Sequence[str], trace: str | None = None
+    manifest: Manifest,
+    chunks: Sequence[Chunk],
+    chunk_queues: Sequence[str],
+    trace: str | None = None,
+    options: Options | None = None,
+    now: datetime | None = None,
 ) -> list[Outgoing]:
     """Encode every chunk (CPU only; run on a thread): inline if it fits a message, else a claim check. `trace`:
-    the submit's traceparent, carried by every chunk."""
+    the submit's traceparent, carried by every chunk, and so is its lifecycle (`options`): a chunk of a batch
+    with a not_before is stored hidden until then."""
+    options = options or Options()
+    lifecycle = options.header_fields()
+    hidden_s = 0
+    if options.not_before is not None and now is not None:
+        hidden_s = max(0, math.ceil((options.not_before - now).total_seconds()))
     out: list[Outgoing] = []
     for chunk, queue in zip(chunks, chunk_queues, strict=True):
-        header = envelope.ChunkHeader(manifest.batch_id, manifest.attempt, chunk.index, trace=trace)
+        header = envelope.ChunkHeader(manifest.batch_id, manifest.attempt, chunk.index, trace=trace, **lifecycle)  # type: ignore[arg-type]
         text = envelope.encode_inline(header, chunk.items)
         if text is not None:
-            out.append(Outgoing(queue, text))
+            out.append(Outgoing(queue, text, hidden_s=hidden_s))
             continue
         blob = layout.claim_check_blob(manifest.batch_id, chunk.index)
-        out.append(
-            Outgoing(queue, envelope.encode_reference(header, blob), (blob, envelope.encode_claim_check(chunk.items)))
-        )
+        claim = (blob, envelope.encode_claim_check(chunk.items))
+        out.append(Outgoing(queue, envelope.encode_reference(header, blob), claim, hidden_s))
     return out
 
 
@@ -266,7 +289,9 @@ async def store(services: Services, outgoing: Sequence[Outgoing]) -> None:
             if item.blob is not None:
                 await write_bytes(container, item.blob[0], item.blob[1], gzip_json=True)
             async with translated(f"enqueue to {item.queue}"):
-                await queues[item.queue].send_message(item.text, time_to_live=NEVER_EXPIRES)
+                await queues[item.queue].send_message(
+                    item.text, time_to_live=NEVER_EXPIRES, visibility_timeout=item.hidden_s or None
+                )
 
     # The first failure stops the rest (they would each retry for seconds against the same outage), and every
     # write has ended before the request answers: none outlives a failed submit.
@@ -299,8 +324,10 @@ async def abandon(container: ContainerClient, manifest: Manifest, etag: str) -> 
     log.warning("batch %s: submit failed; marked abandoned, its stored chunks will be discarded", manifest.batch_id)
 
 
-async def ring(services: Services, manifest: Manifest, payload_size: int) -> str:
-    """One `submitted` event per queue the batch went to; 'deferred' if Service Bus is unreachable."""
+async def ring(services: Services, manifest: Manifest, payload_size: int, at: datetime | None = None) -> str:
+    """One `submitted` event per queue the batch went to; 'deferred' if Service Bus is unreachable. A batch
+    with a not_before (`at`) has its doorbells and its queues' first looks scheduled for then: no poller
+    waits for it meanwhile."""
     account = services.settings.account_name
     events = [
         TriggerEvent(account, queue, Reason.SUBMITTED, payload_size=payload_size, batch_id=manifest.batch_id)
@@ -308,7 +335,7 @@ async def ring(services: Services, manifest: Manifest, payload_size: int) -> str
     ]
     for n, event in enumerate(events):
         try:
-            await services.publisher.publish(event)
+            await services.publisher.publish(event, at=at)
         except TriggerUnavailable as e:
             log.warning(
                 "batch %s accepted without a trigger (this process tries the trigger again; the fallback covers "
@@ -316,7 +343,7 @@ async def ring(services: Services, manifest: Manifest, payload_size: int) -> str
             )  # fmt: skip
             await defer(services, events[n:])
             return "deferred"
-        await lookout.watch(services, event)
+        await lookout.watch(services, event, at=at)
     return "published"
 
 

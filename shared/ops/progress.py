@@ -20,9 +20,12 @@ def batch_progress(batch: IndexEntry, found: Iterable[ResultEntry], now: datetim
     entries = [e for e in newest(found) if 0 <= e.chunk < batch.chunks]
     succeeded = sum(e.ok for e in entries)
     failed = sum(e.failed for e in entries)
+    discarded = sum(e.cancelled + e.expired for e in entries)  # of an ended or expired batch, never run
     settled = succeeded + failed
-    complete = settled >= batch.items
-    if complete:
+    complete = settled + discarded >= batch.items
+    if complete and discarded:
+        status = "ended"  # cancelled, failed by its tolerance or expired: its own status route says which
+    elif complete:
         status = "completed_with_failures" if failed else "completed"
     else:
         status = "processing" if entries else "accepted"
@@ -30,7 +33,7 @@ def batch_progress(batch: IndexEntry, found: Iterable[ResultEntry], now: datetim
     first, last = (times[0], times[-1]) if times else (None, None)
     accepted = datetime.fromisoformat(batch.accepted_at)
     rate = items_per_s(settled, accepted, last if complete else now)
-    pending = max(0, batch.items - settled)
+    pending = max(0, batch.items - settled - discarded)
     return {
         "batch_id": batch.batch_id,
         "status": status,

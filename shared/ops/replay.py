@@ -26,6 +26,7 @@ from azure.storage.queue import QueueMessage
 from shared.batch import envelope, poison, results
 from shared.core import lanes
 from shared.core.errors import (
+    BatchConflict,
     MalformedEnvelope,
     NotFound,
     PreconditionFailed,
@@ -36,7 +37,7 @@ from shared.core.errors import (
 from shared.core.events import Reason, TriggerEvent
 from shared.engine import lane_queues
 from shared.services import Services
-from shared.store import poison_index
+from shared.store import ended, poison_index
 from shared.store.result_store import list_entries
 from shared.store.storage import NEVER_EXPIRES, read_json, translated, write_json
 from shared.watch import lookout
@@ -144,6 +145,13 @@ async def replay(
     """Replay parked chunks matching `batch_id` and/or `message_ids` (all, when neither is given); with `rate`,
     at most that many chunks per second, so a fixed downstream is not hit by the whole backlog at once, and no
     more than that pace allows in MAX_PACED_REPLAY_S (the answer's `limit`; call again for the rest)."""
+    if batch_id is not None and await _ended(services, batch_id, {}):
+        raise BatchConflict(
+            f"batch {batch_id} was cancelled (or ended by its max_failed_fraction): its parked chunks are not "
+            "replayable; submit the items again as a new batch",
+            batch_id=batch_id,
+        )
+    ended_batches: dict[str, bool] = {}
     pace = Pace(rate)
     if rate is not None:  # what fits in one answer at this pace; the caller calls again for the rest
         limit = min(limit, 1 + math.floor(window_s * rate))
@@ -165,6 +173,9 @@ async def replay(
             if parked.message.chunk_text is None:
                 skipped.append({**parked.summary(), "why": "not a chunk: inspect it and fix it by hand"})
                 continue
+            if entry.batch_id is not None and await _ended(services, entry.batch_id, ended_batches):
+                skipped.append({**parked.summary(), "why": "its batch was cancelled: not replayable"})
+                continue
             await pace.next()
             lane = replay_lane(work_queue, parked.message.info.queue)
             try:
@@ -183,6 +194,19 @@ async def replay(
     log.warning("replayed %d parked chunk(s) (%d skipped)", len(replayed), len(skipped))
     out = {"replayed": len(replayed), "skipped": skipped, "chunks": replayed}
     return out | ({"rate": rate, "limit": limit, "seconds": round(pace.elapsed(), 3)} if rate is not None else {})
+
+
+async def _ended(services: Services, batch_id: str, known: dict[str, bool]) -> bool:
+    """Was the batch ended (cancelled, or failed by its tolerance)? One manifest read per batch per replay."""
+    if batch_id not in known:
+        try:
+            manifest, _ = await ended.read_manifest(
+                services.storage.container(services.settings.batches_container), batch_id
+            )
+            known[batch_id] = manifest.ended is not None
+        except ResourceMissing:
+            known[batch_id] = False
+    return known[batch_id]
 
 
 class Pace:

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from shared.batch.batches import Manifest, is_batch_id
+from shared.batch.results import ResultEntry
 from shared.core import layout
 from shared.core.errors import NotFound, ResourceMissing
 from shared.core.lanes import Lane
@@ -41,12 +42,16 @@ async def read_batch_status(services: Services, batch_id: str) -> dict[str, Any]
         raise NotFound(f"no batch {batch_id}", batch_id=batch_id) from None
     manifest = Manifest.from_json(doc)
     entries = await list_entries(services.storage.container(settings.results_container), batch_id)
-    status = batch_status(manifest, entries)
+    status = batch_status(manifest, entries, datetime.now(timezone.utc))
     if status["chunks"]["pending"]:
         # The backlog its chunks wait in: one read per partition it went to.
         names = [Lane(q, manifest.tenant, manifest.priority).name for q in manifest.queues]
         status["lane"]["depth"] = sum([await lane_queues.depth(services, name) for name in names])
     return status
+
+
+def status_of(manifest: Manifest, entries: list[ResultEntry]) -> str:
+    return str(batch_status(manifest, entries, datetime.now(timezone.utc))["status"])
 
 
 async def read_queue_status(services: Services) -> dict[str, Any]:

@@ -9,40 +9,54 @@ Each item is recorded exactly once: as ok or failed in the generation that settl
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
+from shared.batch import lifecycle
 from shared.batch.batches import Manifest, State
-from shared.batch.results import ResultEntry, newest
+from shared.batch.results import KINDS, ResultEntry, newest, settled_counts
+
+FINAL = ("completed", "completed_with_failures", "cancelled", "failed", "expired")
 
 
-def batch_status(manifest: Manifest, entries: Iterable[ResultEntry]) -> dict[str, Any]:
+def batch_status(manifest: Manifest, entries: Iterable[ResultEntry], now: datetime | None = None) -> dict[str, Any]:
     entries = [e for e in newest(entries) if 0 <= e.chunk < manifest.chunks]
-    ok_by_chunk: dict[int, int] = {}
-    failed_by_chunk: dict[int, int] = {}
-    for e in entries:
-        ok_by_chunk[e.chunk] = ok_by_chunk.get(e.chunk, 0) + e.ok
-        failed_by_chunk[e.chunk] = failed_by_chunk.get(e.chunk, 0) + e.failed
-    # A chunk never settles more items than it holds: should two lineages ever both record one item (a
-    # parked copy replayed after a redelivery settled it), the surplus is not counted again.
-    for c, ok in ok_by_chunk.items():
-        failed_by_chunk[c] = min(failed_by_chunk[c], manifest.chunk_sizes[c])
-        ok_by_chunk[c] = min(ok, manifest.chunk_sizes[c] - failed_by_chunk[c])
-    succeeded = sum(ok_by_chunk.values())
-    failed = sum(failed_by_chunk.values())
-    settled = {c: ok_by_chunk[c] + failed_by_chunk[c] for c in ok_by_chunk}
-    done_chunks = {c for c, n in settled.items() if n >= manifest.chunk_sizes[c]}
+    by_chunk = settled_counts(manifest.chunk_sizes, entries)
+    total = {kind: sum(c[kind] for c in by_chunk.values()) for kind in KINDS}
+    succeeded, failed = total["ok"], total["failed"]
+    done_chunks = {c for c, n in by_chunk.items() if sum(n.values()) >= manifest.chunk_sizes[c]}
     poisoned_chunks = {e.chunk for e in entries if e.failed > 0}
-    complete = manifest.state is State.ACCEPTED and len(done_chunks) == manifest.chunks
+    accepted = manifest.state is State.ACCEPTED
+    # Ended long enough before its start that no chunk of it can ever run: final now, the rest cancelled.
+    unstarted = accepted and lifecycle.never_started(manifest)
+    complete = accepted and (len(done_chunks) == manifest.chunks or unstarted)
+    if unstarted:
+        total["cancelled"] = manifest.items - succeeded - failed - total["expired"]
+        done_chunks = set(range(manifest.chunks))
     if complete:
-        status = "completed_with_failures" if failed else "completed"
+        if manifest.ended is not None:
+            status = manifest.ended  # cancelled | failed
+        elif total["expired"]:
+            status = "expired"
+        else:
+            status = "completed_with_failures" if failed else "completed"
+    elif accepted and manifest.ended is not None:
+        status = "cancelling"  # ended: its chunks are being discarded as drainers receive them
     elif manifest.state is State.ABANDONED:
         status = "abandoned"  # its submit answered 503: never accepted, its chunks are discarded
     elif manifest.state is State.STAGING:
         status = "submitting"  # no 202 yet (and none if its submit fails)
     elif entries:
         status = "processing"
+    elif manifest.not_before is not None and now is not None and now < datetime.fromisoformat(manifest.not_before):
+        status = "scheduled"  # nothing of it is handled before not_before
     else:
         status = "accepted"
+    items = {"total": manifest.items, "succeeded": succeeded, "failed": failed}
+    ended = manifest.expires_at or manifest.ended or manifest.max_failed_fraction is not None
+    if ended or total["cancelled"] or total["expired"]:  # batches without a lifecycle keep their old shape
+        items |= {"cancelled": total["cancelled"], "expired": total["expired"]}
+    items["pending"] = max(0, manifest.items - sum(total.values()))
     times = sorted(e.written_at for e in entries)
     return {
         "batch_id": manifest.batch_id,
@@ -52,12 +66,7 @@ def batch_status(manifest: Manifest, entries: Iterable[ResultEntry]) -> dict[str
         "trigger": manifest.trigger or ("published" if manifest.state is State.ACCEPTED else None),
         # Its lane (`shared.core.lanes`); the API adds the lane's depth while chunks are pending.
         "lane": {"tenant": manifest.tenant, "priority": manifest.priority},
-        "items": {
-            "total": manifest.items,
-            "succeeded": succeeded,
-            "failed": failed,
-            "pending": max(0, manifest.items - succeeded - failed),
-        },
+        "items": items,
         "chunks": {
             "total": manifest.chunks,
             "done": len(done_chunks),
@@ -68,5 +77,15 @@ def batch_status(manifest: Manifest, entries: Iterable[ResultEntry]) -> dict[str
         "accepted_at": manifest.accepted_at,
         "first_result_at": times[0].isoformat() if times else None,
         "last_result_at": times[-1].isoformat() if times else None,
-        "completed_at": times[-1].isoformat() if complete and times else None,
+        "completed_at": (times[-1].isoformat() if times else manifest.ended_at) if complete else None,
+        **lifecycle_view(manifest),
     }
+
+
+def lifecycle_view(manifest: Manifest) -> dict[str, Any]:
+    """What the batch asked for and how it was ended, only where it has any."""
+    fields = ("expires_at", "not_before", "max_failed_fraction", "ended_at")
+    out = {name: getattr(manifest, name) for name in fields if getattr(manifest, name) is not None}
+    if manifest.ended is not None:
+        out["ended_by"] = "cancel" if manifest.ended == lifecycle.CANCELLED else "max_failed_fraction"
+    return out

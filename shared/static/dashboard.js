@@ -155,7 +155,9 @@
     completed_with_failures: "✗ completed with failures",
     processing: "↻ processing",
     accepted: "… accepted, waiting",
+    ended: "■ ended early",
   };
+  const CANCELLABLE = new Set(["accepted", "processing"]);
 
   function progressBar(batch) {
     const items = batch.items || {};
@@ -226,8 +228,46 @@
           stat("Wake", typeof batch.wake_ms === "number" ? duration(batch.wake_ms) : "–"),
           stat("Chunks", count((batch.chunks || {}).total) + (batch.chunks && batch.chunks.poisoned ? `, ${count(batch.chunks.poisoned)} with parked items` : "")),
         ),
+        CANCELLABLE.has(status) ? cancelButton(batch) : null,
       ),
     );
+  }
+
+  // -- cancelling a batch ---------------------------------------------------------------------------------
+
+  const cancelDialog = document.getElementById("confirm-cancel");
+  const cancelAnswer = document.getElementById("cancel-answer");
+
+  function cancelButton(batch) {
+    const button = el("button", { type: "button", class: "cancel-batch", text: "Cancel batch" });
+    button.addEventListener("click", () => cancelBatch(batch, button));
+    return button;
+  }
+
+  async function cancelBatch(batch, button) {
+    document.getElementById("confirm-cancel-text").textContent =
+      `Batch ${short(batch.batch_id)}: ${count((batch.items || {}).pending)} of ${count((batch.items || {}).total)} item(s) still pending.`;
+    cancelDialog.returnValue = "";
+    cancelDialog.showModal();
+    const yes = await new Promise((resolve) =>
+      cancelDialog.addEventListener("close", () => resolve(cancelDialog.returnValue === "cancel-batch"), { once: true }),
+    );
+    if (!yes) {
+      cancelAnswer.textContent = "Nothing was cancelled.";
+      return;
+    }
+    button.disabled = true;
+    try {
+      const done = await api("batches/" + encodeURIComponent(batch.batch_id) + "/cancel", { method: "POST" });
+      const items = done.items || {};
+      cancelAnswer.textContent =
+        `Batch ${short(batch.batch_id)} is ${done.status}: ${count(items.succeeded)} succeeded, ` +
+        `${count(items.failed)} failed, ${count(items.cancelled || 0)} cancelled.`;
+    } catch (e) {
+      cancelAnswer.textContent = "Cancel failed: " + e.message;
+      button.disabled = false;
+    }
+    refresh();
   }
 
   function renderBatches(page) {

@@ -106,21 +106,27 @@ async def read(services: Services, queue: str) -> tuple[Chain, str | None]:
     return Chain.from_json(doc), etag
 
 
-async def arm(services: Services, queue: str) -> bool:
+async def arm(services: Services, queue: str, at: datetime | None = None) -> bool:
     """Arm `queue`'s chain unless a look is armed already: True if this call armed it. Raises
     `TriggerUnavailable` when Service Bus cannot take the look (the caller defers it), `StorageError` when the
-    blob cannot be read or written."""
+    blob cannot be read or written. `at`: the first look not before then (work hidden until then, a batch's
+    not_before); a look armed that far ahead is brought forward by work visible sooner."""
     chain, etag = await read(services, queue)
-    if chain.armed(epoch_ms()):
+    now_ms, floor_ms = epoch_ms(), services.settings.backoff_floor_ms
+    first_ms = max(floor_ms, int(at.timestamp() * 1000) - now_ms) if at is not None else floor_ms
+    # Only a look armed for a not_before lies beyond the ceiling: work visible sooner brings it forward.
+    beyond_ms = now_ms + max(first_ms, services.settings.backoff_ceiling_ms) + GRACE_MS
+    if chain.armed(now_ms) and (chain.look_at_ms or 0) <= beyond_ms:
         return False
-    return await schedule(services, queue, chain, etag, services.settings.backoff_floor_ms)
+    return await schedule(services, queue, chain, etag, first_ms)
 
 
-async def watch(services: Services, rang: TriggerEvent) -> None:
-    """After work was stored in `rang.queue` and its doorbell `rang`: arm the queue's chain. With Service Bus
-    away this process tries again (`shared.bus.deferrals`); with storage failing, the timer covers."""
+async def watch(services: Services, rang: TriggerEvent, at: datetime | None = None) -> None:
+    """After work was stored in `rang.queue` and its doorbell `rang`: arm the queue's chain (its first look at
+    `at`, for work hidden until then). With Service Bus away this process tries again
+    (`shared.bus.deferrals`); with storage failing, the timer covers."""
     try:
-        await arm(services, rang.queue)
+        await arm(services, rang.queue, at)
     except TriggerUnavailable as e:
         log.warning("look chain of %s not armed (this process tries again): %s", rang.queue, e)
         services.deferred.add(rang, rang=True)

@@ -137,3 +137,31 @@ def test_without_a_key_the_host_answers_401_and_a_key_of_the_page_alone_shows_th
     page.screenshot(path=SCREENSHOTS / "dashboard-401.png")
     assert all(key not in page.content() for key in KEYS.values())
     assert all(key not in page_stack.stack.host_logs() for key in KEYS.values()), "no key in the host's log"
+
+
+def test_a_waiting_batch_is_cancelled_from_its_card_after_a_confirmation(page: Any, page_stack: PageStack) -> None:
+    body = "\n".join(f'{{"id": "w-{n}"}}' for n in range(40)).encode()
+    reply = page_stack.request("POST", "/api/batches?not_before=600", body, {"Content-Type": "application/x-ndjson"})
+    assert reply.status == 202, reply.body[:300]
+    batch_id = reply.json()["batch_id"]
+    open_page(page, page_stack)
+    card = batch_card(page, batch_id)
+    button = card.get_by_role("button", name="Cancel batch")
+    expect(button).to_be_visible(timeout=WAIT_MS)
+
+    button.click()
+    dialog = page.get_by_role("dialog", name="Cancel this batch?")
+    expect(dialog).to_contain_text(f"Batch {batch_id[:8]}: 40 of 40 item(s) still pending.")
+    dialog.get_by_role("button", name="Keep it").click()
+    expect(page.locator("#cancel-answer")).to_have_text("Nothing was cancelled.")
+    status = page_stack.request("GET", f"/api/batches/{batch_id}").json()
+    assert status["status"] == "scheduled", "keeping it changed nothing"
+
+    button.click()
+    dialog.get_by_role("button", name="Cancel batch").click()
+    expect(page.locator("#cancel-answer")).to_have_text(
+        f"Batch {batch_id[:8]} is cancelled: 0 succeeded, 0 failed, 40 cancelled.", timeout=WAIT_MS
+    )
+    status = page_stack.request("GET", f"/api/batches/{batch_id}").json()
+    assert status["status"] == "cancelled"
+    assert page_stack.seen == []

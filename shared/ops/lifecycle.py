@@ -1,0 +1,205 @@
+"""A batch's lifecycle seen from outside: cancel it, notice once that it became final, and export its results.
+
+Cancel (`cancel`) ends the batch in its manifest and by a marker the drainers list (`shared.store.ended`): no
+handler call of it starts later than `ENDED_CHECK_S` after the answer, and its chunks are recorded
+`cancelled` as drainers receive them. `finalize` is the one place that notices a batch became final: it
+stamps the manifest (`final_status`, `finished_at`) over its ETag, so exactly one caller sees the change and
+calls the `on_final` hooks (where a completion notice plugs in). It runs once per batch a drain execution
+recorded results of (`shared.router`), and after a cancel: two storage calls per batch (a manifest read and a
+listing of its results), never per chunk, and a write once.
+
+The export (`export`) reads the result records in position order, a window of chunks at a time: one listing
+of the batch's results (one page per 5,000 result blobs), then one GetBlob per result blob per window of
+`WINDOW_CHUNKS` chunks it holds records of (a blob is usually read once: records settled together sit
+together). Memory: the listing's entries (a few dozen bytes per chunk) and one window's records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import replace
+from datetime import datetime, timezone
+from itertools import accumulate
+from typing import Any
+
+from shared.batch import lifecycle
+from shared.batch.batches import Manifest, State, is_batch_id
+from shared.batch.results import ResultEntry, newest, select, successes
+from shared.core import layout
+from shared.core.errors import BatchConflict, NotFound, PreconditionFailed, ResourceMissing, StorageError
+from shared.ops.status import FINAL, batch_status
+from shared.services import Services
+from shared.store import ended
+from shared.store.result_store import list_entries
+from shared.store.storage import read_json, write_json
+
+log = logging.getLogger(__name__)
+
+STATUSES = ("succeeded", "failed", "cancelled", "expired")
+WINDOW_CHUNKS = 256
+READ_CONCURRENCY = 8
+# Called once when a batch is first seen final, with its final status document (a completion notice's hook).
+on_final: list[Callable[[Services, dict[str, Any]], Awaitable[None]]] = []
+
+
+async def read(services: Services, batch_id: str) -> tuple[Manifest, str, list[ResultEntry]]:
+    """The manifest, its ETag and the newest result entry of each lineage: one read, one listing."""
+    if not is_batch_id(batch_id):
+        raise NotFound("no batch has this id (batch ids are 32 lowercase hex digits)", batch_id=batch_id[:64])
+    settings = services.settings
+    try:
+        manifest, etag = await ended.read_manifest(services.storage.container(settings.batches_container), batch_id)
+    except ResourceMissing:
+        raise NotFound(f"no batch {batch_id}", batch_id=batch_id) from None
+    found = await list_entries(services.storage.container(settings.results_container), batch_id)
+    return manifest, etag, newest(found)
+
+
+async def cancel(services: Services, batch_id: str) -> dict[str, Any]:
+    """Cancel a batch (idempotent): its status, `cancelling` until no chunk of it can still run, then
+    `cancelled`. A batch already final answers its status unchanged."""
+    manifest, _, entries = await read(services, batch_id)
+    now = datetime.now(timezone.utc)
+    if manifest.state is not State.ACCEPTED:
+        raise BatchConflict(
+            f"batch {batch_id} is {'still being submitted' if manifest.state is State.STAGING else 'not accepted'}: "
+            "there is nothing of it to cancel",
+            batch_id=batch_id,
+        )
+    if batch_status(manifest, entries, now)["status"] in FINAL:
+        return await finalize(services, batch_id) or batch_status(manifest, entries, now)
+    settings = services.settings
+    batches = services.storage.container(settings.batches_container)
+    state = await services.storage.ensure_container(settings.state_container)
+    manifest, changed = await ended.end(batches, state, batch_id, lifecycle.CANCELLED, now)
+    if changed:
+        services.ended.add(batch_id)  # this process stops at once; the others within ENDED_CHECK_S
+    await finalize(services, batch_id)
+    manifest, _, entries = await read(services, batch_id)
+    return batch_status(manifest, entries, datetime.now(timezone.utc))
+
+
+async def finalize(services: Services, batch_id: str) -> dict[str, Any] | None:
+    """If the batch is final and not yet stamped so: stamp it, call the `on_final` hooks and answer its final
+    status (None otherwise). Deletes its ended marker once every chunk of it has a record."""
+    manifest, etag, entries = await read(services, batch_id)
+    status = batch_status(manifest, entries, datetime.now(timezone.utc))
+    if status["status"] not in FINAL:
+        return None
+    settings = services.settings
+    recorded = {e.chunk for e in entries}
+    if manifest.ended is not None and status["items"]["pending"] == 0 and len(recorded) == manifest.chunks:
+        await ended.unmark(services.storage.container(settings.state_container), batch_id)
+    if manifest.final_status is not None:
+        return None
+    stamped = replace(manifest, final_status=status["status"], finished_at=datetime.now(timezone.utc).isoformat())
+    try:
+        await write_json(
+            services.storage.container(settings.batches_container),
+            layout.manifest_blob(batch_id),
+            stamped.to_json(),
+            etag=etag,
+        )
+    except PreconditionFailed:
+        return None  # changed meanwhile: whoever changed it (or the next look) decides
+    log.info("batch %s final: %s (%s)", batch_id, status["status"], status["items"])
+    for hook in on_final:
+        await hook(services, status)
+    return status
+
+
+async def finalize_all(services: Services, batch_ids: Iterable[str]) -> None:
+    """After a drain execution: did any batch it recorded results of become final? Best effort (a batch not
+    noticed now is noticed by the next execution that records of it, or by a cancel)."""
+    for batch_id in sorted(batch_ids):
+        try:
+            await finalize(services, batch_id)
+        except (StorageError, NotFound) as e:
+            log.warning("batch %s: could not check whether it became final: %s", batch_id, e)
+
+
+def checked_status(text: str | None) -> str | None:
+    if text is not None and text not in STATUSES:
+        raise ValueError(f'"status" must be one of {", ".join(STATUSES)}')
+    return text
+
+
+async def export(
+    services: Services, manifest: Manifest, entries: list[ResultEntry], *, status: str | None, start: int, limit: int
+) -> AsyncIterator[dict[str, Any]]:
+    """The result lines of the batch's items with an outcome, in position order from position `start`, at most
+    `limit` of them, only those of `status` if given."""
+    if limit <= 0:
+        return
+    starts = [0, *accumulate(manifest.chunk_sizes)]
+    by_chunk: dict[int, list[ResultEntry]] = {}
+    for entry in entries:
+        if 0 <= entry.chunk < manifest.chunks:
+            by_chunk.setdefault(entry.chunk, []).append(entry)
+    unstarted = lifecycle.never_started(manifest)
+    first = next((c for c in range(manifest.chunks) if starts[c + 1] > start), manifest.chunks)
+    results = services.storage.container(services.settings.results_container)
+    emitted = 0
+    for window in range(first, manifest.chunks, WINDOW_CHUNKS):
+        chunks = range(window, min(window + WINDOW_CHUNKS, manifest.chunks))
+        records = await _window_records(results, [e for c in chunks for e in by_chunk.get(c, [])])
+        for c in chunks:
+            lines = _chunk_lines(records.get(c, []), starts[c], manifest.chunk_sizes[c], unstarted)
+            for line in lines:
+                if line["position"] < start or (status is not None and line["status"] != status):
+                    continue
+                yield line
+                emitted += 1
+                if emitted >= limit:
+                    return
+
+
+async def _window_records(results: Any, wanted: list[ResultEntry]) -> dict[int, list[dict[str, Any]]]:
+    """The record documents `wanted` describes, by chunk (each blob read once for the window)."""
+    by_blob: dict[str, list[ResultEntry]] = {}
+    for entry in wanted:
+        by_blob.setdefault(entry.blob, []).append(entry)
+    gate = asyncio.Semaphore(READ_CONCURRENCY)
+    out: dict[int, list[dict[str, Any]]] = {}
+
+    async def one(name: str, described: list[ResultEntry]) -> None:
+        async with gate:
+            doc, _ = await read_json(results, name)
+        for entry in described:
+            record = select(doc, entry)
+            if record is not None:
+                out.setdefault(entry.chunk, []).append(record)
+
+    await asyncio.gather(*(one(name, described) for name, described in by_blob.items()))
+    return out
+
+
+def _chunk_lines(records: list[dict[str, Any]], start: int, size: int, unstarted: bool) -> list[dict[str, Any]]:
+    """One line per item of a chunk with an outcome, by position. Should two lineages both record one item,
+    its failure counts first, then its success, then its discard (the status route's order)."""
+    found: dict[int, dict[str, Any]] = {}
+    ids: dict[int, Any] = {}
+    for record in records:
+        ids.update((p, i) for p, i in record.get("ids") or [])
+    for record in records:
+        for f in record.get("failed") or []:
+            found.setdefault(f["i"], {"status": "failed", "reason": f.get("reason")})
+    for record in records:
+        for p, value in successes(record):
+            found.setdefault(p, {"status": "succeeded", "value": value})
+    for kind in ("cancelled", "expired"):
+        for record in records:
+            for p in record.get(kind) or []:
+                found.setdefault(p, {"status": kind})
+    if unstarted:  # final without its chunks run: every item without a record was cancelled
+        for p in range(size):
+            found.setdefault(p, {"status": "cancelled"})
+    lines = []
+    for p in sorted(x for x in found if 0 <= x < size):
+        line: dict[str, Any] = {"position": start + p}
+        if p in ids:
+            line["id"] = ids[p]
+        lines.append(line | found[p])
+    return lines
