@@ -12,9 +12,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from shared.core import lanes
+from shared.core import lanes, webhooks
 from shared.core.errors import LimitExceeded, MalformedRequest, RequestError, StorageError, StorageUnavailable
 from shared.core.lanes import Lane
+from shared.core.settings import Settings
 from shared.intake.body import Limits, check_depth, loads
 from shared.intake.submit import submit
 from shared.ops import replay, replay_jobs, reports
@@ -87,18 +88,35 @@ def submit_lane(headers: Mapping[str, str], params: Mapping[str, str]) -> Lane:
     return Lane("", tenant, priority)
 
 
+def submit_callback(headers: Mapping[str, str], params: Mapping[str, str], settings: Settings) -> str | None:
+    """The completion notice's URL, as an `X-Callback-Url` header or a `callback_url` query parameter (the header
+    wins); a JSON 400 naming `callback_url` unless a notice may go there (`shared.core.webhooks`)."""
+    url = headers.get("x-callback-url", params.get("callback_url"))
+    if url is None:
+        return None
+    try:
+        return webhooks.checked_callback_url(
+            url, hosts=settings.callback_hosts(), allow_http_loopback=settings.callback_allow_http_loopback
+        )
+    except ValueError as e:
+        raise MalformedRequest(str(e), field="callback_url") from None
+
+
 async def submit_batch(body: bytes, headers: Mapping[str, str], params: Mapping[str, str] | None = None) -> ApiResponse:
     """`headers` with lower-case names; `params`: the query string."""
 
     async def call() -> ApiResponse:
         lane = submit_lane(headers, params or {})
+        found = services()
+        callback_url = submit_callback(headers, params or {}, found.settings)
         done = await submit(
-            services(),
+            found,
             body,
             content_type=headers.get("content-type"),
             content_encoding=headers.get("content-encoding"),
             idempotency_key=headers.get("idempotency-key"),
             lane=lane,
+            callback_url=callback_url,
         )
         manifest = done.manifest
         url = status_url(manifest.batch_id)
@@ -111,6 +129,8 @@ async def submit_batch(body: bytes, headers: Mapping[str, str], params: Mapping[
             "tenant": manifest.tenant,
             "priority": manifest.priority,
         }
+        if manifest.callback_url is not None:
+            answer_body["callback_url"] = manifest.callback_url
         out_headers = {"Location": url}
         if done.replayed:
             out_headers["Idempotent-Replayed"] = "true"

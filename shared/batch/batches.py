@@ -71,6 +71,8 @@ class Manifest:
     # The lane its chunks wait in (`shared.core.lanes`); written only when not the shared tenant's normal lane.
     tenant: str = DEFAULT_TENANT
     priority: str = Priority.NORMAL
+    # Where its completion notice goes (shared.ops.notices); written only when the submit named one.
+    callback_url: str | None = None
 
     @property
     def chunks(self) -> int:
@@ -84,6 +86,8 @@ class Manifest:
         for name, default in (("tenant", DEFAULT_TENANT), ("priority", Priority.NORMAL)):
             if out[name] == default:
                 del out[name]  # manifests of the shared lane stay as they were
+        if out["callback_url"] is None:
+            del out["callback_url"]
         return out
 
     @classmethod

@@ -27,13 +27,15 @@ class DrainReport:
     seconds: float = 0.0
     transactions: dict[str, int] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
+    batches: set[str] = field(default_factory=set)  # whose chunks this execution settled (some may now be final)
 
     @property
     def transaction_total(self) -> int:
         return sum(self.transactions.values())
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__} | {"transaction_total": self.transaction_total}
+        fields = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "batches"}
+        return fields | {"transaction_total": self.transaction_total, "batches": sorted(self.batches)}
 
     def log(self) -> None:
         log.info(

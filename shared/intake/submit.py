@@ -83,12 +83,14 @@ async def submit(
     content_encoding: str | None,
     idempotency_key: str | None,
     lane: Lane | None = None,
+    callback_url: str | None = None,
 ) -> Submitted:
-    """`lane`: the tenant and priority asked for (its partition is ignored: chunks are spread over every one)."""
+    """`lane`: the tenant and priority asked for (its partition is ignored: chunks are spread over every one);
+    `callback_url`: where the completion notice goes, already checked (`shared.core.webhooks`)."""
     with tracing.span("queue_drain.submit", attributes={"http.request.body.size": len(body)}) as current:
         asked = lane or Lane("")
         submitted = await _decode_and_submit(
-            services, body, content_type, content_encoding, idempotency_key, asked.tenant, asked.priority
+            services, body, content_type, content_encoding, idempotency_key, asked.tenant, asked.priority, callback_url
         )
         manifest = submitted.manifest
         current.set_attributes(
@@ -110,6 +112,7 @@ async def _decode_and_submit(
     idempotency_key: str | None,
     tenant: str,
     priority: str,
+    callback_url: str | None = None,
 ) -> Submitted:
     settings = services.settings
     deadline = asyncio.get_running_loop().time() + settings.submit_deadline_s
@@ -120,11 +123,11 @@ async def _decode_and_submit(
     )
     possible = possible_size(len(body), content_encoding, limits)
     if possible <= THREAD_THRESHOLD_BYTES:
-        return await _submit(services, decode(), key, deadline, tenant, priority)
+        return await _submit(services, decode(), key, deadline, tenant, priority, callback_url)
     # A body that may decode past the threshold is parsed on a thread, item by item: the event loop (other
     # requests, drains) gets the interpreter back every few milliseconds.
     if possible <= LARGE_SUBMIT_BYTES:
-        return await _submit(services, await asyncio.to_thread(decode), key, deadline, tenant, priority)
+        return await _submit(services, await asyncio.to_thread(decode), key, deadline, tenant, priority, callback_url)
     # And only MAX_LARGE_SUBMITS really large ones at once: each may hold 2-3x MAX_BODY_BYTES (the body, its items,
     # and for JSON its text) until its chunks are stored.
     if services.large_submits.locked():
@@ -133,11 +136,17 @@ async def _decode_and_submit(
             limit="MAX_LARGE_SUBMITS",
         )
     async with services.large_submits:
-        return await _submit(services, await asyncio.to_thread(decode), key, deadline, tenant, priority)
+        return await _submit(services, await asyncio.to_thread(decode), key, deadline, tenant, priority, callback_url)
 
 
 async def _submit(
-    services: Services, intake: Intake, key: str | None, deadline: float, tenant: str, priority: str
+    services: Services,
+    intake: Intake,
+    key: str | None,
+    deadline: float,
+    tenant: str,
+    priority: str,
+    callback_url: str | None = None,
 ) -> Submitted:
     settings = services.settings
     now = datetime.now(timezone.utc)
@@ -157,6 +166,7 @@ async def _submit(
         created_at=now.isoformat(),
         tenant=tenant,
         priority=priority,
+        callback_url=callback_url,
     )
     lanes = [Lane(queue, tenant, priority).name for queue in chunk_queues]
     container = await services.storage.ensure_container(settings.batches_container)
