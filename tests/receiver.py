@@ -65,7 +65,7 @@ def receiving(secret: str, statuses: Sequence[int] = (200,)) -> Iterator[Receive
     receiver = Receiver(secret, list(statuses))
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - the standard library's name
+        def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("content-length", "0")))
             status = receiver.take(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
             self.send_response(status)

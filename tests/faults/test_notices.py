@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.faults.stack import Stack, call, started, wait_until
-from tests.receiver import Receiver, new_secret, receiving
+from tests.receiver import new_secret, receiving
 
 pytestmark = pytest.mark.faults
 
@@ -39,9 +39,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 def submit(stack: Stack, items: int, callback_url: str) -> Any:
     body = "\n".join(json.dumps({"id": f"n-{n}"}) for n in range(items)).encode()
     query = urllib.parse.urlencode({"callback_url": callback_url})
-    return call(
-        f"{stack.live_host().url}/api/batches?{query}", "POST", body, {"Content-Type": "application/x-ndjson"}
-    )
+    return call(f"{stack.live_host().url}/api/batches?{query}", "POST", body, {"Content-Type": "application/x-ndjson"})
 
 
 def notice(stack: Stack, batch_id: str) -> dict[str, Any]:
@@ -67,7 +65,8 @@ def test_a_notice_due_while_the_host_is_killed_is_delivered_signed_once_it_is_ba
         wait_until(lambda: receiver.count() >= 1, 90, "the first attempt (answered 503)")
         stack.kill_host()
         first = notice(stack, batch_id)
-        assert first["attempts"] == 1 and first["state"] == "pending"
+        assert first["attempts"] == 1
+        assert first["state"] == "pending"
         # The retry falls due while no host runs; nothing can deliver it.
         time.sleep(max(0.0, first["next_due_s"] - time.time()) + 2)
         assert receiver.count() == 1, "no attempt while the host is dead"
@@ -81,10 +80,13 @@ def test_a_notice_due_while_the_host_is_killed_is_delivered_signed_once_it_is_ba
     assert attempts[1].path == "/hook?token=t1"
     sent = attempts[1].json()
     assert sent["type"] == "batch.completed"
-    assert sent["data"]["batch_id"] == batch_id and sent["data"]["items"]["succeeded"] == 40
+    assert sent["data"]["batch_id"] == batch_id
+    assert sent["data"]["items"]["succeeded"] == 40
     assert attempts[0].body == attempts[1].body, "every attempt sends the same body"
     callback = status["callback"]
-    assert callback["attempts"] >= 2 and callback["last_status"] == 200 and callback["delivered_at"]
+    assert callback["attempts"] >= 2
+    assert callback["last_status"] == 200
+    assert callback["delivered_at"]
     assert callback["last_error"] is None
 
 
@@ -110,7 +112,8 @@ def test_a_callback_off_the_allow_list_is_refused_with_a_400_naming_it_and_nothi
     reply = submit(stack, 3, url)
     assert reply.status == 400, reply.body
     error = reply.json()["error"]
-    assert error["code"] == "malformed_request" and error["field"] == "callback_url"
+    assert error["code"] == "malformed_request"
+    assert error["field"] == "callback_url"
     assert says in error["message"], error["message"]
     assert manifests(stack) == before, "nothing was stored"
 
