@@ -1,5 +1,6 @@
 """`python -m shared.cli submit FILE --follow`, run as its own process against the local host of the real app:
-the client package's progress bar (rich's), then a summary and exit code 0; a bad file, key or URL is a clear message and non-zero."""
+the client package's progress bar (rich's), then a summary and exit code 0; a bad file, key or URL is a clear
+message and non-zero."""
 
 from __future__ import annotations
 
