@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from shared.batch import lifecycle
-from shared.core import lanes
+from shared.core import lanes, webhooks
 from shared.core.errors import LimitExceeded, MalformedRequest, RequestError, StorageError, StorageUnavailable
 from shared.core.lanes import Lane
+from shared.core.settings import Settings
 from shared.intake.body import Limits, check_depth, loads
 from shared.intake.submit import submit
 from shared.ops import lifecycle as batch_lifecycle
@@ -114,20 +115,37 @@ def submit_options(headers: Mapping[str, str], params: Mapping[str, str]) -> lif
     return lifecycle.options(expires_in_s, not_before, fraction, now)
 
 
+def submit_callback(headers: Mapping[str, str], params: Mapping[str, str], settings: Settings) -> str | None:
+    """The completion notice's URL, as an `X-Callback-Url` header or a `callback_url` query parameter (the header
+    wins); a JSON 400 naming `callback_url` unless a notice may go there (`shared.core.webhooks`)."""
+    url = headers.get("x-callback-url", params.get("callback_url"))
+    if url is None:
+        return None
+    try:
+        return webhooks.checked_callback_url(
+            url, hosts=settings.callback_hosts(), allow_http_loopback=settings.callback_allow_http_loopback
+        )
+    except ValueError as e:
+        raise MalformedRequest(str(e), field="callback_url") from None
+
+
 async def submit_batch(body: bytes, headers: Mapping[str, str], params: Mapping[str, str] | None = None) -> ApiResponse:
     """`headers` with lower-case names; `params`: the query string."""
 
     async def call() -> ApiResponse:
         lane = submit_lane(headers, params or {})
         options = submit_options(headers, params or {})
+        found = services()
+        callback_url = submit_callback(headers, params or {}, found.settings)
         done = await submit(
-            services(),
+            found,
             body,
             content_type=headers.get("content-type"),
             content_encoding=headers.get("content-encoding"),
             idempotency_key=headers.get("idempotency-key"),
             lane=lane,
             options=options,
+            callback_url=callback_url,
         )
         manifest = done.manifest
         url = status_url(manifest.batch_id)
@@ -141,6 +159,8 @@ async def submit_batch(body: bytes, headers: Mapping[str, str], params: Mapping[
             "priority": manifest.priority,
             **{k: v for k in LIFECYCLE_FIELDS if (v := getattr(manifest, k)) is not None},
         }
+        if manifest.callback_url is not None:
+            answer_body["callback_url"] = manifest.callback_url
         out_headers = {"Location": url}
         if done.replayed:
             out_headers["Idempotent-Replayed"] = "true"

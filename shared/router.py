@@ -2,7 +2,8 @@
 
 Every event on the trigger queue comes through the one Service Bus-triggered function. This module checks that
 the event is one of this app's, reads its reason and hands it to the module that owns that reason: a look to the
-watchers (`shared.watch.lookout`), a background replay's step to the operator tools (`shared.ops.replay_jobs`),
+watchers (`shared.watch.lookout`), a background replay's step to the operator tools (`shared.ops.replay_jobs`), a
+completion notice's attempt to `shared.ops.notices` (which also hears, after each drain, which batches it touched),
 every other reason to the drain engine (`shared.engine.drainer`). The engine imports no feature: a new kind of
 event gets a line here, not a branch in the engine.
 """
@@ -11,11 +12,12 @@ from __future__ import annotations
 
 import logging
 
+from shared.batch.batches import is_batch_id
 from shared.core.errors import MalformedEvent, NotFound
 from shared.core.events import Reason, TriggerEvent
 from shared.engine.report import DrainReport
 from shared.engine.serve import serve
-from shared.ops import lifecycle, replay_jobs
+from shared.ops import lifecycle, notices, replay_jobs
 from shared.services import Services
 from shared.watch import lookout
 
@@ -30,8 +32,11 @@ async def route(services: Services, event: TriggerEvent, trace: str | None = Non
         return await replay_step(services, event)
     if event.reason is Reason.LOOK:
         return await look(services, event)
+    if event.reason is Reason.NOTIFY:
+        return await notify(services, event)
     report = await serve(services, event, trace)
-    # Did a batch it recorded results of become final (two storage calls per batch, not per chunk)?
+    # Did a batch it recorded results of become final (two storage calls per batch, not per chunk)? The one
+    # caller that stamps it final stores its completion notice (`shared.ops.notices`).
     await lifecycle.finalize_all(services, report.batches)
     return report
 
@@ -52,6 +57,14 @@ async def look(services: Services, event: TriggerEvent) -> DrainReport:
         raise MalformedEvent("a look event must carry its token (32 lowercase hex digits)")
     outcome = await lookout.look(services, event)
     return DrainReport(event.queue, event.slot, event.reason.value, outcome=f"look-{outcome}")
+
+
+async def notify(services: Services, event: TriggerEvent) -> DrainReport:
+    """An attempt of a batch's completion notice (`shared.ops.notices`)."""
+    if event.batch_id is None or not is_batch_id(event.batch_id):
+        raise MalformedEvent("a notify event must name its batch (32 lowercase hex digits)")
+    outcome = await notices.step(services, event.batch_id)
+    return DrainReport(event.queue, event.slot, event.reason.value, outcome=outcome)
 
 
 async def replay_step(services: Services, event: TriggerEvent) -> DrainReport:

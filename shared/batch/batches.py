@@ -81,6 +81,8 @@ class Manifest:
     # Set once when the batch was first seen final (`shared.ops.lifecycle.finalize`): its final status.
     final_status: str | None = None
     finished_at: str | None = None
+    # Where its completion notice goes (shared.ops.notices); written only when the submit named one.
+    callback_url: str | None = None
 
     @property
     def chunks(self) -> int:
@@ -97,6 +99,8 @@ class Manifest:
         for name in OPTIONAL:
             if out[name] is None:
                 del out[name]  # and so do those of batches that asked for no lifecycle
+        if out["callback_url"] is None:
+            del out["callback_url"]
         return out
 
     @classmethod

@@ -27,6 +27,7 @@ class Reason(str, Enum):
     REPLAY = "replay"  # an operator put parked chunks back on the queue
     REPLAY_STEP = "replay-step"  # the next step of a background replay job (`job` names it)
     LOOK = "look"  # the fallback's scheduled look at a queue that holds messages (`token` names it)
+    NOTIFY = "notify"  # a batch's completion notice is due (`batch_id` names the batch; shared.ops.notices)
 
 
 @dataclass(frozen=True)

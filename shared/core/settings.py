@@ -5,6 +5,7 @@ Nothing else in the app reads `os.environ`. A bad value fails at start with the 
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import re
 from collections.abc import Callable, Mapping
@@ -21,6 +22,7 @@ QUEUE_NAME_MAX = 63
 QUEUE_NAME = re.compile(r"^[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]$")
 CONTAINER_NAME = QUEUE_NAME
 SERVICEBUS_ENTITY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,259}$")
+CALLBACK_HOST = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$|^\[?[0-9a-f:]+\]?$")
 HANDLER_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 # A queue message holds 64 KiB; the design keeps inline chunks under the base64-inflated size.
@@ -129,6 +131,16 @@ class Settings:
     handler: str = field(default="shared.handlers.billing:handle", metadata=env("HANDLER"))
     billing_author_share: Decimal = field(default=Decimal("0.70"), metadata=env("BILLING_AUTHOR_SHARE"))
     billing_distributor_share: Decimal = field(default=Decimal("0.20"), metadata=env("BILLING_DISTRIBUTOR_SHARE"))
+    # Completion notices (shared.ops.notices): the hosts a submit's callback_url may name (comma-separated; empty:
+    # none, and a submit naming one is a 400), the Standard Webhooks secret that signs them (whsec_<base64>), plain
+    # http to a loopback address (tests only), and how long one attempt and all of them may take.
+    callback_allowed_hosts: str = field(default="", metadata=env("CALLBACK_ALLOWED_HOSTS"))
+    callback_secret: str = field(default="", metadata=env("CALLBACK_SECRET"))
+    callback_allow_http_loopback: bool = field(default=False, metadata=env("CALLBACK_ALLOW_HTTP_LOOPBACK"))
+    callback_timeout_s: float = field(default=10.0, metadata=env("CALLBACK_TIMEOUT_S", minimum=1, maximum=30))
+    callback_retry_base_s: float = field(default=30.0, metadata=env("CALLBACK_RETRY_BASE_S", minimum=1, maximum=3600))
+    callback_retry_max_s: float = field(default=3600.0, metadata=env("CALLBACK_RETRY_MAX_S", minimum=1, maximum=21600))
+    callback_window_s: int = field(default=86_400, metadata=env("CALLBACK_WINDOW_S", minimum=60, maximum=3 * 86_400))
 
     def __post_init__(self) -> None:
         if self.staging_ttl_s < self.submit_deadline_s + STAGING_MARGIN_S:
@@ -156,9 +168,25 @@ class Settings:
             raise SettingsError("BACKOFF_CEILING_MS", "must be >= BACKOFF_FLOOR_MS")
         if self.retry_max_delay_ms < self.retry_base_delay_ms:
             raise SettingsError("RETRY_MAX_DELAY_MS", "must be >= RETRY_BASE_DELAY_MS")
+        self.check_callbacks()
         shares = (self.billing_author_share, self.billing_distributor_share)
         if any(s < 0 for s in shares) or sum(shares) > 1:
             raise SettingsError("BILLING_DISTRIBUTOR_SHARE", "shares must be >= 0 and sum to at most 1")
+
+    def check_callbacks(self) -> None:
+        if self.callback_retry_max_s < self.callback_retry_base_s:
+            raise SettingsError("CALLBACK_RETRY_MAX_S", "must be >= CALLBACK_RETRY_BASE_S")
+        if self.callback_secret and not valid_webhook_secret(self.callback_secret):
+            raise SettingsError("CALLBACK_SECRET", "must be whsec_ followed by base64 of at least 24 bytes")
+        if self.callback_hosts() and not self.callback_secret:
+            raise SettingsError("CALLBACK_SECRET", "must be set when CALLBACK_ALLOWED_HOSTS names a host")
+        for host in self.callback_hosts():
+            if not CALLBACK_HOST.fullmatch(host):
+                raise SettingsError("CALLBACK_ALLOWED_HOSTS", f"{host!r} is not a host name (no scheme, port or path)")
+
+    def callback_hosts(self) -> frozenset[str]:
+        """The hosts a callback_url may name, lower-cased."""
+        return frozenset(h.strip().lower() for h in self.callback_allowed_hosts.split(",") if h.strip())
 
     def partition_queues(self) -> list[str]:
         """The storage queues chunks are spread over: the work queue itself, or `<queue>-0..N-1`."""
@@ -205,6 +233,16 @@ def setting_names(storage_setting: str = "AzureWebJobsStorage") -> frozenset[str
     storage = {storage_setting, *(f"{storage_setting}__{p}" for p in STORAGE_IDENTITY_PARTS)}
     servicebus = {"ServiceBusConnection", *(f"ServiceBusConnection__{p}" for p in SERVICEBUS_IDENTITY_PARTS)}
     return frozenset({*fields, *storage, *servicebus, "STORAGE_CONNECTION"})
+
+
+def valid_webhook_secret(secret: str) -> bool:
+    """`whsec_` and base64 of at least 24 bytes (Standard Webhooks' format; its libraries take it as is)."""
+    if not secret.startswith("whsec_"):
+        return False
+    try:
+        return len(base64.b64decode(secret.removeprefix("whsec_"), validate=True)) >= 24
+    except ValueError:
+        return False
 
 
 def check_name(variable: str, value: str, pattern: re.Pattern[str]) -> None:

@@ -66,6 +66,7 @@ class Settler:
         if s.poison:
             await self._send_poison(item, msg, by_position, s.poison, record.attempt)
         await self.results.write(record)
+        self.report.batches.add(header.batch_id)
         self.report.items_ok += len(record.ok)
         self.report.items_failed += len(record.failed)
         ACTIVITY.settled(len(record.ok), len(record.failed))

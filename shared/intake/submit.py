@@ -87,14 +87,16 @@ async def submit(
     idempotency_key: str | None,
     lane: Lane | None = None,
     options: Options | None = None,
+    callback_url: str | None = None,
 ) -> Submitted:
     """`lane`: the tenant and priority asked for (its partition is ignored: chunks are spread over every one);
-    `options`: its lifecycle (`shared.batch.lifecycle`)."""
+    `options`: its lifecycle (`shared.batch.lifecycle`); `callback_url`: where the completion notice goes,
+    already checked (`shared.core.webhooks`)."""
     with tracing.span("queue_drain.submit", attributes={"http.request.body.size": len(body)}) as current:
         asked = lane or Lane("")
         submitted = await _decode_and_submit(
             services, body, content_type, content_encoding, idempotency_key, asked.tenant, asked.priority,
-            options or Options(),
+            options or Options(), callback_url,
         )  # fmt: skip
         manifest = submitted.manifest
         current.set_attributes(
@@ -117,6 +119,7 @@ async def _decode_and_submit(
     tenant: str,
     priority: str,
     options: Options,
+    callback_url: str | None = None,
 ) -> Submitted:
     settings = services.settings
     deadline = asyncio.get_running_loop().time() + settings.submit_deadline_s
@@ -127,11 +130,13 @@ async def _decode_and_submit(
     )
     possible = possible_size(len(body), content_encoding, limits)
     if possible <= THREAD_THRESHOLD_BYTES:
-        return await _submit(services, decode(), key, deadline, tenant, priority, options)
+        return await _submit(services, decode(), key, deadline, tenant, priority, options, callback_url)
     # A body that may decode past the threshold is parsed on a thread, item by item: the event loop (other
     # requests, drains) gets the interpreter back every few milliseconds.
     if possible <= LARGE_SUBMIT_BYTES:
-        return await _submit(services, await asyncio.to_thread(decode), key, deadline, tenant, priority, options)
+        return await _submit(
+            services, await asyncio.to_thread(decode), key, deadline, tenant, priority, options, callback_url
+        )
     # And only MAX_LARGE_SUBMITS really large ones at once: each may hold 2-3x MAX_BODY_BYTES (the body, its items,
     # and for JSON its text) until its chunks are stored.
     if services.large_submits.locked():
@@ -140,11 +145,20 @@ async def _decode_and_submit(
             limit="MAX_LARGE_SUBMITS",
         )
     async with services.large_submits:
-        return await _submit(services, await asyncio.to_thread(decode), key, deadline, tenant, priority, options)
+        return await _submit(
+            services, await asyncio.to_thread(decode), key, deadline, tenant, priority, options, callback_url
+        )
 
 
 async def _submit(
-    services: Services, intake: Intake, key: str | None, deadline: float, tenant: str, priority: str, options: Options
+    services: Services,
+    intake: Intake,
+    key: str | None,
+    deadline: float,
+    tenant: str,
+    priority: str,
+    options: Options,
+    callback_url: str | None = None,
 ) -> Submitted:
     settings = services.settings
     now = datetime.now(timezone.utc)
@@ -167,6 +181,7 @@ async def _submit(
         expires_at=options.expires_at.isoformat() if options.expires_at else None,
         not_before=options.not_before.isoformat() if options.not_before else None,
         max_failed_fraction=options.max_failed_fraction,
+        callback_url=callback_url,
     )
     lanes = [Lane(queue, tenant, priority).name for queue in chunk_queues]
     container = await services.storage.ensure_container(settings.batches_container)

@@ -4,9 +4,9 @@ Cancel (`cancel`) ends the batch in its manifest and by a marker the drainers li
 handler call of it starts later than `ENDED_CHECK_S` after the answer, and its chunks are recorded
 `cancelled` as drainers receive them. `finalize` is the one place that notices a batch became final: it
 stamps the manifest (`final_status`, `finished_at`) over its ETag, so exactly one caller sees the change and
-calls the `on_final` hooks (where a completion notice plugs in). It runs once per batch a drain execution
-recorded results of (`shared.router`), and after a cancel: two storage calls per batch (a manifest read and a
-listing of its results), never per chunk, and a write once.
+stores the batch's completion notice, if it named a callback (`shared.ops.notices`). It runs once per batch a
+drain execution recorded results of (`shared.router`), and after a cancel: two storage calls per batch (a
+manifest read and a listing of its results), never per chunk, and a write once.
 
 The export (`export`) reads the result records in position order, a window of chunks at a time: one listing
 of the batch's results (one page per 5,000 result blobs), then one GetBlob per result blob per window of
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
 from datetime import datetime, timezone
 from itertools import accumulate
@@ -29,6 +29,7 @@ from shared.batch.batches import Manifest, State, is_batch_id
 from shared.batch.results import ResultEntry, newest, select, successes
 from shared.core import layout
 from shared.core.errors import BatchConflict, NotFound, PreconditionFailed, ResourceMissing, StorageError
+from shared.ops import notices
 from shared.ops.status import FINAL, batch_status
 from shared.services import Services
 from shared.store import ended
@@ -40,8 +41,6 @@ log = logging.getLogger(__name__)
 STATUSES = ("succeeded", "failed", "cancelled", "expired")
 WINDOW_CHUNKS = 256
 READ_CONCURRENCY = 8
-# Called once when a batch is first seen final, with its final status document (a completion notice's hook).
-on_final: list[Callable[[Services, dict[str, Any]], Awaitable[None]]] = []
 
 
 async def read(services: Services, batch_id: str) -> tuple[Manifest, str, list[ResultEntry]]:
@@ -82,7 +81,7 @@ async def cancel(services: Services, batch_id: str) -> dict[str, Any]:
 
 
 async def finalize(services: Services, batch_id: str) -> dict[str, Any] | None:
-    """If the batch is final and not yet stamped so: stamp it, call the `on_final` hooks and answer its final
+    """If the batch is final and not yet stamped so: stamp it, store its completion notice and answer its final
     status (None otherwise). Deletes its ended marker once every chunk of it has a record."""
     manifest, etag, entries = await read(services, batch_id)
     status = batch_status(manifest, entries, datetime.now(timezone.utc))
@@ -105,8 +104,7 @@ async def finalize(services: Services, batch_id: str) -> dict[str, Any] | None:
     except PreconditionFailed:
         return None  # changed meanwhile: whoever changed it (or the next look) decides
     log.info("batch %s final: %s (%s)", batch_id, status["status"], status["items"])
-    for hook in on_final:
-        await hook(services, status)
+    await notices.batch_final(services, stamped, status)  # none unless it named a callback
     return status
 
 

@@ -15,7 +15,7 @@ from shared.core.errors import NotFound, ResourceMissing
 from shared.core.lanes import Lane
 from shared.engine import lane_queues
 from shared.engine.rates import QUEUE_TARGET_PER_S, advice
-from shared.ops import costs
+from shared.ops import costs, notices
 from shared.ops.progress import batch_progress
 from shared.ops.status import batch_status
 from shared.services import Services
@@ -32,7 +32,7 @@ STARTED_AT = datetime.now(timezone.utc).isoformat()
 
 
 async def read_batch_status(services: Services, batch_id: str) -> dict[str, Any]:
-    """Manifest (one read) plus one listing of its result blobs with their metadata."""
+    """Manifest (one read) plus one listing of its result blobs with their metadata (and its notice, one read)."""
     if not is_batch_id(batch_id):
         raise NotFound("no batch has this id (batch ids are 32 lowercase hex digits)", batch_id=batch_id[:64])
     settings = services.settings
@@ -47,6 +47,9 @@ async def read_batch_status(services: Services, batch_id: str) -> dict[str, Any]
         # The backlog its chunks wait in: one read per partition it went to.
         names = [Lane(q, manifest.tenant, manifest.priority).name for q in manifest.queues]
         status["lane"]["depth"] = sum([await lane_queues.depth(services, name) for name in names])
+    callback = await notices.for_status(services, manifest, status)  # one read, for a batch that named a callback
+    if callback is not None:
+        status["callback"] = callback
     return status
 
 

@@ -1,0 +1,270 @@
+"""Completion notices: a batch that named a `callback_url` gets its final status POSTed there, signed as Standard
+Webhooks does (`shared.core.webhooks`), at least once, retried with back-off for CALLBACK_WINDOW_S.
+
+A notice is stored work, like a chunk: `notices/<batch id>.json` in the state container holds its body (fixed
+when the batch became final, so every attempt sends the same bytes), its attempts, and when the next is due; a
+`notify` trigger event, scheduled on Service Bus for that time, runs the attempt (`step`). An attempt first
+claims the notice (moving its due time on, written with the blob's ETag) and schedules the event of the next
+attempt, and only then POSTs: a host killed during the POST leaves the next attempt's event on Service Bus. If
+that event was never published (Service Bus away, or a crash between the two writes), the fallback timer's
+`sweep` and the batch's status read publish it again once it is STALL_S overdue.
+
+Who calls `batch_final`: `shared.ops.lifecycle.finalize`, the one place that notices a batch became final
+(after each drain execution, for each batch whose chunks it settled, and after a cancel: one manifest read and
+one result listing per batch, never per chunk), and the batch status read (which heals a notice that was never
+stored because that call failed).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timezone
+from typing import Any
+
+import aiohttp
+
+from shared.batch.batches import Manifest
+from shared.core import webhooks
+from shared.core.errors import (
+    PreconditionFailed,
+    ResourceConflict,
+    ResourceMissing,
+    TriggerUnavailable,
+)
+from shared.core.events import Reason, TriggerEvent
+from shared.services import Services
+from shared.store.storage import read_json, translated, write_json
+
+log = logging.getLogger(__name__)
+
+PREFIX = "notices/"
+STALL_S = 60.0  # a pending notice this overdue has lost its event: the sweep or a status read publishes it again
+EARLY_S = 1.0  # an event this early is a duplicate of one whose attempt already ran (the due time moved on)
+CLAIM_MARGIN_S = 30.0  # the last attempt holds the notice for its timeout and this long
+MAX_RESPONSE_BYTES = 1024  # of a receiver's answer, only this much is ever read (for the error shown in status)
+SHOWN_ERROR = 200
+
+
+def notice_blob(batch_id: str) -> str:
+    return f"{PREFIX}{batch_id}.json"
+
+
+def iso(epoch_s: float | None) -> str | None:
+    return None if epoch_s is None else datetime.fromtimestamp(epoch_s, timezone.utc).isoformat()
+
+
+@dataclass(frozen=True)
+class Notice:
+    batch_id: str
+    url: str
+    body: str  # the JSON sent on every attempt
+    created_s: float
+    deadline_s: float  # no attempt starts after this
+    state: str = "pending"  # pending | delivered | failed
+    attempts: int = 0
+    next_due_s: float | None = None
+    last_status: int | None = None
+    last_error: str | None = None
+    finished_s: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Notice:
+        return cls(**doc)
+
+    def metadata(self) -> dict[str, str]:
+        """What the sweep reads from a listing, without reading the blob."""
+        due = "" if self.next_due_s is None else str(int(self.next_due_s))
+        return {"state": self.state, "next_due": due}
+
+    def view(self) -> dict[str, Any]:
+        """The `callback` part of the batch status."""
+        return {
+            "url": self.url,
+            "state": self.state,
+            "attempts": self.attempts,
+            "next_attempt_at": iso(self.next_due_s) if self.state == "pending" else None,
+            "last_status": self.last_status,
+            "last_error": self.last_error,
+            "delivered_at": iso(self.finished_s) if self.state == "delivered" else None,
+            "gave_up_at": iso(self.finished_s) if self.state == "failed" else None,
+        }
+
+
+async def batch_final(services: Services, manifest: Manifest, status: dict[str, Any]) -> Notice | None:
+    """Store the notice of a batch whose status became final and publish its first attempt; idempotent (a
+    second call finds the notice and only revives it if it stalled). None for a batch without a callback."""
+    if manifest.callback_url is None:
+        return None
+    if status["status"] not in webhooks.FINAL_STATUSES:
+        raise ValueError(f"batch {manifest.batch_id} is {status['status']}, not final")
+    now = time.time()
+    body = webhooks.body(status, datetime.fromtimestamp(now, timezone.utc).isoformat())
+    notice = Notice(
+        manifest.batch_id,
+        manifest.callback_url,
+        body.decode("utf-8"),
+        created_s=now,
+        deadline_s=now + services.settings.callback_window_s,
+        next_due_s=now,
+    )
+    state = await services.storage.ensure_container(services.settings.state_container)
+    try:
+        await write_json(
+            state, notice_blob(notice.batch_id), notice.to_json(), create_only=True, metadata=notice.metadata()
+        )
+    except (ResourceConflict, PreconditionFailed):
+        found, _ = await read(services, manifest.batch_id)
+        await revive(services, found)
+        return found
+    log.info("batch %s is %s: its completion notice is stored", manifest.batch_id, status["status"])
+    await publish(services, notice.batch_id)
+    return notice
+
+
+async def read(services: Services, batch_id: str) -> tuple[Notice, str]:
+    """The notice and its ETag; ResourceMissing if the batch has none (yet)."""
+    state = services.storage.container(services.settings.state_container)
+    doc, etag = await read_json(state, notice_blob(batch_id))
+    return Notice.from_json(doc), etag
+
+
+async def publish(services: Services, batch_id: str, at: float | None = None) -> bool:
+    """The `notify` event of the notice's next attempt, at `at` (epoch s) or now; False if Service Bus is away
+    (the sweep or a status read publishes it again)."""
+    queue = services.settings.partition_queues()[0]  # events name a queue; a notice's is the first partition
+    event = TriggerEvent(services.settings.account_name, queue, Reason.NOTIFY, batch_id=batch_id)
+    when = None if at is None else datetime.fromtimestamp(at, timezone.utc)
+    try:
+        await services.publisher.publish(event, at=when)
+    except TriggerUnavailable as e:
+        log.warning("batch %s: notice attempt not scheduled (the sweep will): %s", batch_id, e)
+        return False
+    return True
+
+
+def stalled(notice: Notice, now: float) -> bool:
+    return notice.state == "pending" and notice.next_due_s is not None and notice.next_due_s < now - STALL_S
+
+
+async def revive(services: Services, notice: Notice) -> bool:
+    """Publish the attempt of a notice whose event was lost."""
+    if not stalled(notice, time.time()):
+        return False
+    log.warning("batch %s: its notice was due at %s and no attempt ran; publishing one", notice.batch_id,
+                iso(notice.next_due_s))  # fmt: skip
+    return await publish(services, notice.batch_id)
+
+
+async def step(services: Services, batch_id: str) -> str:
+    """One attempt of the notice, if it is due and nobody else holds it; what happened, for the drain report."""
+    try:
+        notice, etag = await read(services, batch_id)
+    except ResourceMissing:
+        log.warning("notify event for batch %s, which has no notice; ignored", batch_id)
+        return "notice-missing"
+    now = time.time()
+    if notice.state != "pending":
+        return f"notice-{notice.state}"
+    if notice.next_due_s is not None and notice.next_due_s > now + EARLY_S:
+        return "notice-not-due"
+    settings = services.settings
+    attempt = notice.attempts + 1
+    delay = webhooks.next_delay_s(
+        attempt, base_s=settings.callback_retry_base_s, max_s=settings.callback_retry_max_s, u=random.random()
+    )
+    last = now + delay > notice.deadline_s
+    # The last attempt too is held (for its timeout): a crash during it comes back once more, then gives up.
+    hold = settings.callback_timeout_s + CLAIM_MARGIN_S if last else delay
+    claimed = replace(notice, attempts=attempt, next_due_s=now + hold)
+    state = services.storage.container(settings.state_container)
+    try:
+        etag = await write_json(state, notice_blob(batch_id), claimed.to_json(), etag=etag, metadata=claimed.metadata())
+    except (PreconditionFailed, ResourceConflict):
+        return "notice-taken"
+    await publish(services, batch_id, at=claimed.next_due_s)
+    ok, status, error = await deliver(services, claimed)
+    if ok:
+        done = replace(claimed, state="delivered", next_due_s=None, last_status=status, last_error=None,
+                       finished_s=time.time())  # fmt: skip
+    elif last:
+        done = replace(claimed, state="failed", next_due_s=None, last_status=status, last_error=error,
+                       finished_s=time.time())  # fmt: skip
+    else:
+        done = replace(claimed, last_status=status, last_error=error)
+    try:
+        await write_json(state, notice_blob(batch_id), done.to_json(), etag=etag, metadata=done.metadata())
+    except (PreconditionFailed, ResourceConflict):
+        log.warning("batch %s: notice attempt %d's outcome not written (another attempt took it)", batch_id, attempt)
+    log.log(
+        logging.INFO if ok else logging.WARNING,
+        "batch %s: notice attempt %d to %s: %s", batch_id, attempt, webhooks.host_of(notice.url),
+        "delivered" if ok else f"{error}; {done.state}" + (f", next at {iso(done.next_due_s)}" if not last else ""),
+    )  # fmt: skip
+    return f"notice-{done.state if done.state != 'pending' else 'retrying'}"
+
+
+async def deliver(services: Services, notice: Notice) -> tuple[bool, int | None, str | None]:
+    """POST the notice once: no redirect followed, CALLBACK_TIMEOUT_S in all, at most MAX_RESPONSE_BYTES of
+    the answer read. (delivered?, HTTP status, error)."""
+    settings = services.settings
+    try:
+        webhooks.checked_callback_url(
+            notice.url, hosts=settings.callback_hosts(), allow_http_loopback=settings.callback_allow_http_loopback
+        )
+    except ValueError as e:  # the allow-list changed since the submit
+        return False, None, str(e)
+    body = notice.body.encode("utf-8")
+    headers = webhooks.headers(settings.callback_secret, webhooks.message_id(notice.batch_id), int(time.time()), body)
+    timeout = aiohttp.ClientTimeout(total=settings.callback_timeout_s)
+    try:
+        async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as session:
+            async with session.post(notice.url, data=body, headers=headers, allow_redirects=False) as response:
+                head = await response.content.read(MAX_RESPONSE_BYTES)
+                if 200 <= response.status < 300:
+                    return True, response.status, None
+                text = head.decode("utf-8", "replace")[:SHOWN_ERROR]
+                return False, response.status, f"HTTP {response.status}" + (f": {text}" if text.strip() else "")
+    except (aiohttp.ClientError, TimeoutError, OSError) as e:
+        return False, None, f"{type(e).__name__}: {e}"[:SHOWN_ERROR]
+
+
+async def for_status(services: Services, manifest: Manifest, status: dict[str, Any]) -> dict[str, Any] | None:
+    """The `callback` part of a batch's status (one read); heals a final batch whose notice was never stored
+    and a notice whose event was lost."""
+    if manifest.callback_url is None:
+        return None
+    try:
+        notice, _ = await read(services, manifest.batch_id)
+    except ResourceMissing:
+        if status["status"] not in webhooks.FINAL_STATUSES:
+            return {"url": manifest.callback_url, "state": "waiting"}
+        created = await batch_final(services, manifest, status)
+        assert created is not None
+        return created.view()
+    await revive(services, notice)
+    return notice.view()
+
+
+async def sweep(services: Services) -> int:
+    """The fallback timer's net: publish the attempt of every pending notice STALL_S overdue. One listing (with
+    metadata, no reads) per 5,000 notices; how many it published."""
+    state = await services.storage.ensure_container(services.settings.state_container)
+    now = time.time()
+    overdue = []
+    async with translated("list notices"):
+        async for blob in state.list_blobs(name_starts_with=PREFIX, include=["metadata"]):
+            meta = blob.metadata or {}
+            due = meta.get("next_due", "")
+            if meta.get("state") == "pending" and due.isdigit() and int(due) < now - STALL_S:
+                overdue.append(blob.name.removeprefix(PREFIX).removesuffix(".json"))
+    published = 0
+    for batch_id in overdue:
+        log.warning("batch %s: its notice is overdue and no attempt ran; publishing one", batch_id)
+        published += await publish(services, batch_id)
+    return published

@@ -1,0 +1,126 @@
+"""Completion notices on the whole local stack: a notice whose retry falls due while the host is dead (`kill -9`)
+is delivered once the host is back, with a signature a Standard Webhooks receiver accepts; a callback URL off the
+allow-list is refused with a 400 naming `callback_url`, and nothing is stored."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.faults.stack import Stack, call, started, wait_until
+from tests.receiver import new_secret, receiving
+
+pytestmark = pytest.mark.faults
+
+SECRET = new_secret()
+RETRY_S = 6  # the first retry comes 3-6 s after a failed attempt (jittered over the upper half)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    settings = {
+        "CALLBACK_ALLOWED_HOSTS": "127.0.0.1",
+        "CALLBACK_ALLOW_HTTP_LOOPBACK": "true",
+        "CALLBACK_SECRET": SECRET,
+        "CALLBACK_RETRY_BASE_S": str(RETRY_S),
+        "CALLBACK_RETRY_MAX_S": str(RETRY_S),
+        "CALLBACK_TIMEOUT_S": "3",
+    }
+    with started(tmp_path_factory.mktemp("notices"), settings) as found:
+        yield found
+
+
+def submit(stack: Stack, items: int, callback_url: str) -> Any:
+    body = "\n".join(json.dumps({"id": f"n-{n}"}) for n in range(items)).encode()
+    query = urllib.parse.urlencode({"callback_url": callback_url})
+    return call(f"{stack.live_host().url}/api/batches?{query}", "POST", body, {"Content-Type": "application/x-ndjson"})
+
+
+def notice(stack: Stack, batch_id: str) -> dict[str, Any]:
+    with stack.blobs() as service:
+        blob = service.get_blob_client(stack.state_container, f"notices/{batch_id}.json")
+        doc: dict[str, Any] = json.loads(blob.download_blob().readall())
+        return doc
+
+
+def manifests(stack: Stack) -> int:
+    with stack.blobs() as service:
+        container = service.get_container_client(stack.settings["BATCHES_CONTAINER"])
+        return sum(1 for b in container.list_blobs() if b.name.endswith("manifest.json")) if container.exists() else 0
+
+
+@pytest.mark.timeout(300)
+def test_a_notice_due_while_the_host_is_killed_is_delivered_signed_once_it_is_back(stack: Stack) -> None:
+    with receiving(SECRET, statuses=[503, 200]) as receiver:
+        reply = submit(stack, 40, receiver.url("/hook?token=t1"))
+        assert reply.status == 202, reply.body
+        batch_id = reply.json()["batch_id"]
+        assert reply.json()["callback_url"] == receiver.url("/hook?token=t1")
+        wait_until(lambda: receiver.count() >= 1, 90, "the first attempt (answered 503)")
+        stack.kill_host()
+        first = notice(stack, batch_id)
+        assert first["attempts"] == 1
+        assert first["state"] == "pending"
+        # The retry falls due while no host runs; nothing can deliver it.
+        time.sleep(max(0.0, first["next_due_s"] - time.time()) + 2)
+        assert receiver.count() == 1, "no attempt while the host is dead"
+        stack.restart_host()
+        wait_until(lambda: receiver.count() >= 2, 90, "the retry once the host is back")
+        status = wait_until(lambda: delivered(stack, batch_id), 60, "the status to show the notice delivered")
+    attempts = receiver.got
+    assert [a.answered for a in attempts[:2]] == [503, 200]
+    assert all(a.verified for a in attempts), "every attempt carries a valid Standard Webhooks signature"
+    assert attempts[0].headers["webhook-id"] == attempts[1].headers["webhook-id"] == f"msg_{batch_id}"
+    assert attempts[1].path == "/hook?token=t1"
+    sent = attempts[1].json()
+    assert sent["type"] == "batch.completed"
+    assert sent["data"]["batch_id"] == batch_id
+    assert sent["data"]["items"]["succeeded"] == 40
+    assert attempts[0].body == attempts[1].body, "every attempt sends the same body"
+    callback = status["callback"]
+    assert callback["attempts"] >= 2
+    assert callback["last_status"] == 200
+    assert callback["delivered_at"]
+    assert callback["last_error"] is None
+
+
+def delivered(stack: Stack, batch_id: str) -> dict[str, Any] | None:
+    status = stack.status(batch_id)
+    return status if status and status.get("callback", {}).get("state") == "delivered" else None
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("https://hooks.example.com/done", "not one of CALLBACK_ALLOWED_HOSTS"),
+        ("http://127.0.0.2:8080/done", "not one of CALLBACK_ALLOWED_HOSTS"),
+        ("ftp://127.0.0.1/done", "must be an https URL"),
+        ("https://user:pw@127.0.0.1/done", "must not carry credentials"),
+        ("/relative", "must be an https URL"),
+    ],
+)
+def test_a_callback_off_the_allow_list_is_refused_with_a_400_naming_it_and_nothing_is_stored(
+    stack: Stack, url: str, says: str
+) -> None:
+    before = manifests(stack)
+    reply = submit(stack, 3, url)
+    assert reply.status == 400, reply.body
+    error = reply.json()["error"]
+    assert error["code"] == "malformed_request"
+    assert error["field"] == "callback_url"
+    assert says in error["message"], error["message"]
+    assert manifests(stack) == before, "nothing was stored"
+
+
+def test_a_submit_naming_a_callback_where_no_host_is_allowed_is_refused(tmp_path: Path) -> None:
+    with started(tmp_path, {}) as bare:
+        reply = submit(bare, 2, "https://hooks.example.com/done")
+        assert reply.status == 400
+        assert "CALLBACK_ALLOWED_HOSTS names no host" in reply.json()["error"]["message"]
+        assert manifests(bare) == 0
