@@ -112,6 +112,17 @@ async def test_a_bad_limit_or_continuation_is_a_json_400_naming_it(configure, ap
         assert named in body["error"]["message"], (params, body)
 
 
+async def test_a_limit_of_thousands_of_digits_is_a_json_400_not_a_500(configure, app_functions):
+    # Python refuses int() of more than 4,300 digits with a ValueError: the length is checked first.
+    configure(publisher=RecordingPublisher())
+    for digits in ("1" * 4301, "1" + "0" * 5000, "9" * 100):
+        code, body = await listed(app_functions, limit=digits)
+        assert code == 400, body
+        assert "limit" in body["error"]["message"]
+    code, body = await listed(app_functions, limit="0" * 5000 + "5")
+    assert code == 200, body
+
+
 async def test_a_keyed_retry_writes_the_same_index_entry_again(configure, app_functions):
     services = configure(publisher=RecordingPublisher())
     first = await submit(app_functions, sales("k", 3), key="order-7")
