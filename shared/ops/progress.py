@@ -2,7 +2,8 @@
 second, time left and wake latency.
 
 It needs no manifest: a batch is complete when every item is settled (succeeded or failed), which is when
-every chunk is done (`shared.ops.status` counts chunks; each item is recorded once, so the two agree).
+every chunk is done. Items are counted by the status route's rule (`shared.ops.status.settled_by_chunk`), so the
+two agree.
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ from datetime import datetime
 from typing import Any
 
 from shared.batch.results import ResultEntry, newest
+from shared.ops.status import settled_by_chunk
 from shared.store.batch_index import IndexEntry
 
 
 def batch_progress(batch: IndexEntry, found: Iterable[ResultEntry], now: datetime) -> dict[str, Any]:
     entries = [e for e in newest(found) if 0 <= e.chunk < batch.chunks]
-    succeeded = sum(e.ok for e in entries)
-    failed = sum(e.failed for e in entries)
+    counted = settled_by_chunk(entries, batch.chunks).values()  # the status route's rule
+    succeeded = sum(ok for ok, _ in counted)
+    failed = sum(failed for _, failed in counted)
     settled = succeeded + failed
     complete = settled >= batch.items
     if complete:

@@ -1,6 +1,8 @@
 """Batch status, aggregated from the manifest and the listing of its result blobs (pure).
 
-A lineage recorded twice (a redelivered chunk) counts once, by its newest record (`shared.batch.results`).
+A lineage recorded twice (a redelivered chunk) counts once, by its newest record (`shared.batch.results`), and a
+generation counts no more items than its predecessor carried (`settled_by_chunk`, which the batch list counts by
+too).
 
 Each item is recorded exactly once: as ok or failed in the generation that settled it, or as
 `retrying` in a generation whose successor carries it. No shared counter is ever written.
@@ -8,25 +10,50 @@ Each item is recorded exactly once: as ok or failed in the generation that settl
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from shared.batch.batches import Manifest, State
 from shared.batch.results import ResultEntry, newest
 
 
+def settled_by_chunk(
+    entries: Iterable[ResultEntry], chunks: int, sizes: Sequence[int] | None = None
+) -> dict[int, tuple[int, int]]:
+    """(succeeded, failed) per chunk with a record, each item counted once: the one rule the status route and
+    the batch list both count by.
+
+    A lineage recorded twice counts once, by its newest record. A generation carries only the items its
+    predecessor holds as `retrying`, so it counts at most that many: should a parked item be replayed while its
+    original is still redelivered, and the original then settle it, the predecessor's newest record holds it as
+    settled and no longer as retrying, and the replayed generation's record of it is not counted again. The
+    first generation counts at most its chunk's size, where `sizes` are known."""
+    totals: dict[tuple[int, int], list[int]] = {}
+    for e in newest(entries):
+        if 0 <= e.chunk < chunks:
+            counts = totals.setdefault((e.chunk, e.gen), [0, 0, 0])
+            counts[0], counts[1], counts[2] = counts[0] + e.ok, counts[1] + e.failed, counts[2] + e.retrying
+    out: dict[int, tuple[int, int]] = {}
+    for chunk, gen in sorted(totals):
+        ok, failed, _ = totals[(chunk, gen)]
+        before = totals.get((chunk, gen - 1))
+        if chunk not in out:  # its first generation with a record
+            allowed = sizes[chunk] if sizes is not None else ok + failed
+            counted_ok, counted_failed = 0, 0
+        else:
+            counted_ok, counted_failed = out[chunk]
+            allowed = before[2] if before is not None else ok + failed
+        failed = min(failed, allowed)
+        ok = min(ok, allowed - failed)
+        out[chunk] = (counted_ok + ok, counted_failed + failed)
+    return out
+
+
 def batch_status(manifest: Manifest, entries: Iterable[ResultEntry]) -> dict[str, Any]:
     entries = [e for e in newest(entries) if 0 <= e.chunk < manifest.chunks]
-    ok_by_chunk: dict[int, int] = {}
-    failed_by_chunk: dict[int, int] = {}
-    for e in entries:
-        ok_by_chunk[e.chunk] = ok_by_chunk.get(e.chunk, 0) + e.ok
-        failed_by_chunk[e.chunk] = failed_by_chunk.get(e.chunk, 0) + e.failed
-    # A chunk never settles more items than it holds: should two lineages ever both record one item (a
-    # parked copy replayed after a redelivery settled it), the surplus is not counted again.
-    for c, ok in ok_by_chunk.items():
-        failed_by_chunk[c] = min(failed_by_chunk[c], manifest.chunk_sizes[c])
-        ok_by_chunk[c] = min(ok, manifest.chunk_sizes[c] - failed_by_chunk[c])
+    counted = settled_by_chunk(entries, manifest.chunks, manifest.chunk_sizes)
+    ok_by_chunk = {c: ok for c, (ok, _) in counted.items()}
+    failed_by_chunk = {c: failed for c, (_, failed) in counted.items()}
     succeeded = sum(ok_by_chunk.values())
     failed = sum(failed_by_chunk.values())
     settled = {c: ok_by_chunk[c] + failed_by_chunk[c] for c in ok_by_chunk}
