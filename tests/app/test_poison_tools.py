@@ -363,7 +363,7 @@ def failing(monkeypatch: Any, target: Any, name: str, after: int) -> None:
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         calls["n"] += 1
         if calls["n"] > after:
-            raise StorageUnavailable(f"storage is down ({name}, injected)")
+            raise StorageUnavailable(name, "storage is down (injected)")
         return await real(*args, **kwargs)
 
     monkeypatch.setattr(target, name, wrapper)
