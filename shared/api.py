@@ -171,9 +171,18 @@ async def queue_status() -> ApiResponse:
     return await read(call)
 
 
-async def poison_list() -> ApiResponse:
+async def poison_list(params: Mapping[str, str] | None = None) -> ApiResponse:
+    """Each partition's depth and first peeked page, and every parked chunk the index holds, newest first, a page
+    at a time (`?limit=` 1-100, default 32; `?continuation=` the token the previous page answered)."""
+
     async def call() -> ApiResponse:
-        return ApiResponse(200, {"partitions": await replay.list_parked(services())})
+        query = params or {}
+        unknown = sorted(set(query) - {"limit", "continuation", "code"})
+        if unknown:
+            raise MalformedRequest(f"unknown query parameter {unknown[0]!r}; this route takes limit and continuation")
+        limit = int_param(query, "limit", replay.PARKED_PAGE, 1, replay.MAX_PARKED_PAGE)
+        page = await replay.page_parked(services(), limit, query.get("continuation"))
+        return ApiResponse(200, {"partitions": await replay.list_parked(services())} | page)
 
     return await read(call)
 

@@ -28,6 +28,7 @@ from shared.batch import envelope, poison, results
 from shared.core import lanes
 from shared.core.errors import (
     MalformedEnvelope,
+    MalformedRequest,
     NotFound,
     PreconditionFailed,
     ReplayConflict,
@@ -105,6 +106,39 @@ async def list_parked(services: Services) -> list[dict[str, Any]]:
             peeked = await client.peek_messages(max_messages=PAGE)
         out.append({"poison_queue": name, "depth": depth, "first": [parse(name, m).summary() for m in peeked]})
     return out
+
+
+PARKED_PAGE, MAX_PARKED_PAGE = 32, 100  # parked chunks one page of the listing shows (default, most)
+
+
+async def page_parked(services: Services, limit: int, continuation: str | None) -> dict[str, Any]:
+    """Every partition's parked chunks from the index, newest first, `limit` at a time: one index listing per
+    partition (a page per 5,000 entries) and one read per chunk shown. `continuation`: the token the previous
+    page answered (the last chunk it showed); the next page starts after it."""
+    after = parse_token(continuation) if continuation is not None else None
+    state = await services.storage.ensure_container(services.settings.state_container)
+    listed: list[tuple[int, str, str]] = []
+    for work_queue in services.settings.partition_queues():
+        name = services.settings.poison_queue(work_queue)
+        listed += [(ms, message_id, name) for ms, message_id in await poison_index.listing(state, name)]
+    newest = sorted((e for e in listed if after is None or (e[0], e[1]) < after), reverse=True)
+    shown = []
+    for _, message_id, name in newest[:limit]:
+        entry = await poison_index.get(state, name, message_id)
+        if entry is not None:
+            shown.append(from_entry(entry).summary())
+    last = newest[limit - 1] if len(newest) > limit else None
+    return {"parked": shown, "continuation": f"{last[0]}.{last[1]}" if last else None}
+
+
+def parse_token(token: str) -> tuple[int, str]:
+    """A page's continuation, `<parked epoch ms>.<message id>`; a 400 for anything else."""
+    ms, _, message_id = token.partition(".")
+    if not (ms.isascii() and ms.isdigit() and len(ms) <= 15 and message_id and len(message_id) <= 64):
+        raise MalformedRequest("continuation is not a token this API gave (pass back the one a page answered)")
+    if not all(c.isascii() and (c.isalnum() or c == "-") for c in message_id):
+        raise MalformedRequest("continuation is not a token this API gave (pass back the one a page answered)")
+    return int(ms), message_id
 
 
 async def inspect(services: Services, message_id: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from typing import Any
 
+import azure.functions as func
 import pytest
 
 from shared.core import layout
@@ -483,3 +484,43 @@ async def test_a_stale_parked_copy_whose_items_a_later_attempt_settled_is_delete
     assert (await poison.get_queue_properties()).approximate_message_count == 0
     assert await poison_index.find(state, poison_name, batch_id=batch_id, message_ids=None, limit=10) == []
     assert (await read_batch_status(services, batch_id))["items"]["succeeded"] == 30
+
+
+async def test_a_limited_replay_takes_the_oldest_parked_chunks_whatever_their_message_ids(configure):
+    from shared.store import poison_index
+
+    services = configure(publisher=RecordingPublisher())
+    name = services.settings.poison_queue(services.settings.work_queue)
+    state = await services.storage.ensure_container(services.settings.state_container)
+    for message_id in ("f" * 8, "0" * 8, "8" * 8):  # parked in this order; message-id order is another
+        await poison_index.add(state, poison_index.Entry(name, message_id, "r", None, None, "x"))
+        await asyncio.sleep(0.002)
+    oldest = await poison_index.find(state, name, batch_id=None, message_ids=None, limit=2)
+    assert [e.message_id for e in oldest] == ["f" * 8, "0" * 8]
+
+
+async def test_the_parked_listing_pages_through_every_parked_chunk_newest_first(configure, app_functions):
+    services = configure(
+        publisher=RecordingPublisher(), HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1",
+        CHUNK_MAX_ITEMS="1",
+    )  # fmt: skip
+    batch_id = await parked(services)
+
+    async def page(**params: str) -> tuple[int, Any]:
+        request = func.HttpRequest("GET", "http://localhost:7071/api/poison", params=params, body=b"")
+        return await call(app_functions, "poison_list", request)
+
+    code, first = await page(limit="2")
+    assert code == 200, first
+    assert len(first["parked"]) == 2
+    assert first["continuation"]
+    code, second = await page(limit="2", continuation=first["continuation"])
+    assert (code, len(second["parked"]), second["continuation"]) == (200, 1, None), second
+    shown = first["parked"] + second["parked"]
+    assert {p["batch_id"] for p in shown} == {batch_id}
+    assert len({p["message_id"] for p in shown}) == 3
+    times = [p["inserted_on"] for p in shown]
+    assert times == sorted(times, reverse=True), "newest first"
+    for bad in ({"limit": "0"}, {"limit": "1" * 4400}, {"continuation": "x"}, {"limt": "2"}):
+        code, refused = await page(**bad)
+        assert code == 400, (bad, refused)
