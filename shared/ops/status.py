@@ -34,17 +34,18 @@ def settled_by_chunk(
             counts = totals.setdefault((e.chunk, e.gen), [0, 0, 0])
             counts[0], counts[1], counts[2] = counts[0] + e.ok, counts[1] + e.failed, counts[2] + e.retrying
     out: dict[int, tuple[int, int]] = {}
+    carried: dict[tuple[int, int], int] = {}  # (chunk, gen): how many items that generation hands to the next
     for chunk, gen in sorted(totals):
-        ok, failed, _ = totals[(chunk, gen)]
-        before = totals.get((chunk, gen - 1))
+        ok, failed, retrying = totals[(chunk, gen)]
         if chunk not in out:  # its first generation with a record
-            allowed = sizes[chunk] if sizes is not None else ok + failed
+            allowed = sizes[chunk] if sizes is not None else ok + failed + retrying
             counted_ok, counted_failed = 0, 0
         else:
             counted_ok, counted_failed = out[chunk]
-            allowed = before[2] if before is not None else ok + failed
+            allowed = carried.get((chunk, gen - 1), ok + failed + retrying)
         failed = min(failed, allowed)
         ok = min(ok, allowed - failed)
+        carried[(chunk, gen)] = min(retrying, allowed - failed - ok)
         out[chunk] = (counted_ok + ok, counted_failed + failed)
     return out
 

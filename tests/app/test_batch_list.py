@@ -185,7 +185,9 @@ async def test_a_refresh_of_the_page_costs_seven_reads_a_partition_and_one_listi
     assert await refresh() == {
         "queue.GetQueueMetadata": 3 * 2,  # depth and poison depth (queues), poison depth (poison), per partition
         "queue.ListQueues": 2,  # the lanes of each partition (one lane each here: one depth read each)
-        "blob.ListBlobs": 2 + 1 + 3,  # drain leases per partition; the index; each listed batch's results
+        # drain leases per partition; the batch index; each listed batch's results; the poison index per partition
+        # (the parked listing's page, plus one read per parked chunk shown: none here)
+        "blob.ListBlobs": 2 + 1 + 3 + 2,
         "queue.PeekMessages": 2,  # the first parked chunks, per partition
         "blob.GetBlob": 2,  # the look chain, per partition
     }
