@@ -72,7 +72,7 @@ async def queue_status(req: func.HttpRequest) -> func.HttpResponse:
 @app.function_name("poison_list")
 @app.route(route="poison", methods=["GET"])
 async def poison_list(req: func.HttpRequest) -> func.HttpResponse:
-    return http_response(await api.poison_list())
+    return http_response(await api.poison_list(dict(req.params)))
 
 
 @app.function_name("poison_detail")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.batch import lifecycle
+from shared.batch.batches import is_batch_id
 from shared.core import lanes, webhooks
 from shared.core.errors import LimitExceeded, MalformedRequest, RequestError, StorageError, StorageUnavailable
 from shared.core.lanes import Lane
@@ -35,6 +37,7 @@ LIFECYCLE_FIELDS = ("expires_at", "not_before", "max_failed_fraction")
 OPENAPI = Path(__file__).with_name("openapi.json")
 DEFAULT_PAGE, MAX_PAGE = 20, 50
 MAX_REPLAY_BODY_BYTES = 2**20  # 1,000 message ids and a batch id fit many times over
+MESSAGE_ID = re.compile(r"[A-Za-z0-9-]{1,64}")  # a queue message id: a GUID on Azure and on Azurite
 MAX_REPLAY_RATE = 1000  # chunks per second: beyond this, pacing does nothing a plain replay would not
 
 
@@ -238,10 +241,19 @@ def page_request(params: Mapping[str, str]) -> tuple[int, str | None]:
     unknown = sorted(set(params) - {"limit", "continuation", "code"})
     if unknown:
         raise MalformedRequest(f"unknown query parameter {unknown[0]!r}; this route takes limit and continuation")
-    text = params.get("limit", str(DEFAULT_PAGE))
-    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_PAGE):
-        raise MalformedRequest(f'"limit" must be an integer from 1 to {MAX_PAGE}')
-    return int(text), params.get("continuation")
+    return int_param(params, "limit", DEFAULT_PAGE, 1, MAX_PAGE), params.get("continuation")
+
+
+def int_param(params: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    """A query parameter holding an integer from `low` to `high`; a JSON 400 naming it otherwise. Its length is
+    checked before it is parsed: Python refuses to parse more than 4,300 digits (a ValueError, not a 400)."""
+    text = params.get(name)
+    if text is None:
+        return default
+    digits = text.lstrip("0") or "0"
+    if not (text.isascii() and text.isdigit() and len(digits) <= len(str(high)) and low <= int(digits) <= high):
+        raise MalformedRequest(f'"{name}" must be an integer from {low} to {high}')
+    return int(digits)
 
 
 async def batch_list(params: Mapping[str, str]) -> ApiResponse:
@@ -259,9 +271,18 @@ async def queue_status() -> ApiResponse:
     return await read(call)
 
 
-async def poison_list() -> ApiResponse:
+async def poison_list(params: Mapping[str, str] | None = None) -> ApiResponse:
+    """Each partition's depth and first peeked page, and every parked chunk the index holds, newest first, a page
+    at a time (`?limit=` 1-100, default 32; `?continuation=` the token the previous page answered)."""
+
     async def call() -> ApiResponse:
-        return ApiResponse(200, {"partitions": await replay.list_parked(services())})
+        query = params or {}
+        unknown = sorted(set(query) - {"limit", "continuation", "code"})
+        if unknown:
+            raise MalformedRequest(f"unknown query parameter {unknown[0]!r}; this route takes limit and continuation")
+        limit = int_param(query, "limit", replay.PARKED_PAGE, 1, replay.MAX_PARKED_PAGE)
+        page = await replay.page_parked(services(), limit, query.get("continuation"))
+        return ApiResponse(200, {"partitions": await replay.list_parked(services())} | page)
 
     return await read(call)
 
@@ -296,13 +317,15 @@ def replay_request(body: bytes, limits: Limits) -> dict[str, Any]:
         )
     out: dict[str, Any] = {}
     if doc.get("batch_id") is not None:
-        if not isinstance(doc["batch_id"], str):
-            raise MalformedRequest('"batch_id" must be a string')
+        if not isinstance(doc["batch_id"], str) or not is_batch_id(doc["batch_id"]):
+            raise MalformedRequest('"batch_id" must be a batch id (32 lowercase hex digits)')
         out["batch_id"] = doc["batch_id"]
     if doc.get("message_ids") is not None:
         ids = doc["message_ids"]
-        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(ids) > 1000:
-            raise MalformedRequest('"message_ids" must be a list of at most 1000 strings')
+        if not isinstance(ids, list) or not all(isinstance(i, str) and MESSAGE_ID.fullmatch(i) for i in ids):
+            raise MalformedRequest('"message_ids" must be a list of message ids (letters, digits and dashes)')
+        if len(ids) > 1000:
+            raise MalformedRequest('"message_ids" must be a list of at most 1000 message ids')
         out["message_ids"] = set(ids)
     if doc.get("limit") is not None:
         limit = doc["limit"]
@@ -311,7 +334,7 @@ def replay_request(body: bytes, limits: Limits) -> dict[str, Any]:
         out["limit"] = limit
     if doc.get("rate") is not None:
         out["rate"] = replay_rate(doc["rate"])
-    if doc.get("background") is not None:
+    if "background" in doc:  # null is refused: it must not silently mean "in the foreground"
         if not isinstance(doc["background"], bool):
             raise MalformedRequest('"background" must be true or false')
         out["background"] = doc["background"]

@@ -107,24 +107,40 @@ def newest(found: Iterable[ResultEntry]) -> list[ResultEntry]:
 KINDS = ("failed", "ok", "cancelled", "expired")  # the order in which a chunk's settled items are counted
 
 
-def settled_counts(chunk_sizes: Sequence[int], chosen: Iterable[ResultEntry]) -> dict[int, dict[str, int]]:
-    """Per chunk, its items settled each way, from the newest entry of each lineage (`newest`). A chunk never
-    settles more items than it holds: should two lineages ever both record one item (a parked copy replayed
-    after a redelivery settled it), the surplus is not counted again (failures first, then successes, then
-    the items discarded unrun)."""
-    raw: dict[int, dict[str, int]] = {}
-    for e in chosen:
-        if not 0 <= e.chunk < len(chunk_sizes):
-            continue
-        counts = raw.setdefault(e.chunk, dict.fromkeys(KINDS, 0))
-        for kind, n in zip(KINDS, (e.failed, e.ok, e.cancelled, e.expired), strict=True):
-            counts[kind] += n
-    for c, counts in raw.items():
-        room = chunk_sizes[c]
-        for kind in KINDS:
-            counts[kind] = min(counts[kind], room)
-            room -= counts[kind]
-    return raw
+def settled_counts(
+    entries: Iterable[ResultEntry], chunks: int, sizes: Sequence[int] | None = None
+) -> dict[int, dict[str, int]]:
+    """Per chunk with a record, its items settled each way (KINDS), each item counted once: the one rule the
+    status route, the batch list, the results export's counts and the failure tolerance all count by.
+
+    A lineage recorded twice (a redelivered chunk) counts once, by its newest record. A generation carries only
+    the items its predecessor holds as `retrying`, so it counts at most that many: should a parked item be
+    replayed while its original is still redelivered, and the original then settle it, the predecessor's newest
+    record holds it as settled and no longer as retrying, and the replayed generation's record of it is not
+    counted again. A chunk's first generation counts at most the chunk's size, where `sizes` are known. Within
+    what a generation may count: failures first, then successes, then the items discarded unrun."""
+    totals: dict[tuple[int, int], list[int]] = {}
+    for e in newest(entries):
+        if 0 <= e.chunk < chunks:
+            counts = totals.setdefault((e.chunk, e.gen), [0] * (len(KINDS) + 1))
+            for i, n in enumerate((e.failed, e.ok, e.cancelled, e.expired, e.retrying)):
+                counts[i] += n
+    out: dict[int, dict[str, int]] = {}
+    carried: dict[tuple[int, int], int] = {}  # (chunk, gen): how many items that generation hands to the next
+    for chunk, gen in sorted(totals):
+        *settled, retrying = totals[(chunk, gen)]
+        recorded = sum(settled) + retrying
+        if chunk not in out:  # its first generation with a record
+            allowed = sizes[chunk] if sizes is not None else recorded
+            out[chunk] = dict.fromkeys(KINDS, 0)
+        else:
+            allowed = carried.get((chunk, gen - 1), recorded)
+        for kind, n in zip(KINDS, settled, strict=True):
+            counted = min(n, allowed)
+            out[chunk][kind] += counted
+            allowed -= counted
+        carried[(chunk, gen)] = min(retrying, allowed)
+    return out
 
 
 def group_document(batch_id: str, records: Sequence[ResultRecord], finished_at: str) -> dict[str, Any]:

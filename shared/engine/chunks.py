@@ -165,7 +165,7 @@ class ChunkWork:
         try:
             manifest, _ = await ended.read_manifest(self.batches, header.batch_id)
             found = newest(await list_entries(self.s.storage.container(settings.results_container), header.batch_id))
-            failed = sum(c["failed"] for c in settled_counts(manifest.chunk_sizes, found).values())
+            failed = sum(c["failed"] for c in settled_counts(found, manifest.chunks, manifest.chunk_sizes).values())
             if manifest.ended is None and lifecycle.tripped(failed, manifest.items, manifest.max_failed_fraction):
                 state = self.s.storage.container(settings.state_container)
                 await ended.end(self.batches, state, header.batch_id, lifecycle.FAILED, utcnow())

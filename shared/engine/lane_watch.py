@@ -8,6 +8,7 @@ that batch with no manifest read) and tells the drainer which lanes woke up mid-
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 from collections.abc import Callable
@@ -70,10 +71,21 @@ class LaneWatch:
         """One listing at a time, whichever receiver finds it due; the others go on receiving."""
         if self._listing is None or self._listing.done():
             self._listing = asyncio.ensure_future(self.list())
-            try:
+            self._listing.add_done_callback(self._listed)
+            # Best effort: the lanes already known are served meanwhile (`_listed` logs the failure).
+            with contextlib.suppress(StorageError):
                 await asyncio.shield(self._listing)
-            except StorageError as e:  # best effort: the lanes already known are served meanwhile
-                log.warning("listing the lanes of %s failed; trying again later: %s", self.queue_name, e)
+
+    def _listed(self, listing: asyncio.Task[None]) -> None:
+        """Every listing's outcome is retrieved here, also when the receiver that started it was cancelled while
+        the listing went on (its failure would otherwise end as "Task exception was never retrieved")."""
+        if listing.cancelled():
+            return
+        error = listing.exception()
+        if isinstance(error, StorageError):
+            log.warning("listing the lanes of %s failed; trying again later: %s", self.queue_name, error)
+        elif error is not None:
+            log.error("listing the lanes of %s failed", self.queue_name, exc_info=error)
 
     async def list(self) -> None:
         self.listed_at = self.clock()

@@ -187,9 +187,12 @@ async def _submit(
     container = await services.storage.ensure_container(settings.batches_container)
     claimed = await claim(container, manifest)
     if isinstance(claimed, Submitted):
-        log.info("batch %s: Idempotency-Key seen before; answering as first accepted", batch_id)
+        log.info("batch %s: Idempotency-Key seen before; answering as first accepted, ringing again", batch_id)
         await batch_index.record(container, claimed.manifest)  # the same name again: heals a crash before indexing
-        return claimed
+        # Its first submit may have died between commit and doorbell: ring again (one event per queue, and a look
+        # armed unless one is; a drainer woken for nothing finds its lanes empty and stops).
+        trigger = await ring(services, claimed.manifest, intake.encoded_bytes)
+        return replace(claimed, trigger=trigger)
     manifest, etag = claimed
     try:
         async with asyncio.timeout_at(deadline):

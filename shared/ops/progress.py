@@ -2,7 +2,8 @@
 second, time left and wake latency.
 
 It needs no manifest: a batch is complete when every item is settled (succeeded or failed), which is when
-every chunk is done (`shared.ops.status` counts chunks; each item is recorded once, so the two agree).
+every chunk is done. Items are counted by the status route's rule (`shared.batch.results.settled_counts`), so the
+two agree.
 """
 
 from __future__ import annotations
@@ -12,15 +13,16 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from shared.batch.results import ResultEntry, newest
+from shared.batch.results import ResultEntry, newest, settled_counts
 from shared.store.batch_index import IndexEntry
 
 
 def batch_progress(batch: IndexEntry, found: Iterable[ResultEntry], now: datetime) -> dict[str, Any]:
     entries = [e for e in newest(found) if 0 <= e.chunk < batch.chunks]
-    succeeded = sum(e.ok for e in entries)
-    failed = sum(e.failed for e in entries)
-    discarded = sum(e.cancelled + e.expired for e in entries)  # of an ended or expired batch, never run
+    counted = settled_counts(entries, batch.chunks).values()  # the status route's rule
+    succeeded = sum(c["ok"] for c in counted)
+    failed = sum(c["failed"] for c in counted)
+    discarded = sum(c["cancelled"] + c["expired"] for c in counted)  # of an ended or expired batch, never run
     settled = succeeded + failed
     complete = settled + discarded >= batch.items
     if complete and discarded:

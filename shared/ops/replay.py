@@ -19,6 +19,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from azure.storage.queue import QueueMessage
@@ -28,10 +29,12 @@ from shared.core import lanes
 from shared.core.errors import (
     BatchConflict,
     MalformedEnvelope,
+    MalformedRequest,
     NotFound,
     PreconditionFailed,
     ReplayConflict,
     ResourceMissing,
+    StorageError,
     TriggerUnavailable,
 )
 from shared.core.events import Reason, TriggerEvent
@@ -44,7 +47,7 @@ from shared.watch import lookout
 
 log = logging.getLogger(__name__)
 DEFAULT_LIMIT = 1000  # parked chunks one replay call takes at most, unless it asks for fewer
-MAX_PACED_REPLAY_S = 60  # a paced replay answers within about a minute: it takes what its rate allows in that
+MAX_REPLAY_S = 60  # every replay call stops taking chunks after this long (a paced one: what its rate allows)
 
 PAGE = 32
 MARK_ATTEMPTS = 5  # reads of a parent record that keeps changing under a replay before giving up
@@ -106,6 +109,39 @@ async def list_parked(services: Services) -> list[dict[str, Any]]:
     return out
 
 
+PARKED_PAGE, MAX_PARKED_PAGE = 32, 100  # parked chunks one page of the listing shows (default, most)
+
+
+async def page_parked(services: Services, limit: int, continuation: str | None) -> dict[str, Any]:
+    """Every partition's parked chunks from the index, newest first, `limit` at a time: one index listing per
+    partition (a page per 5,000 entries) and one read per chunk shown. `continuation`: the token the previous
+    page answered (the last chunk it showed); the next page starts after it."""
+    after = parse_token(continuation) if continuation is not None else None
+    state = await services.storage.ensure_container(services.settings.state_container)
+    listed: list[tuple[int, str, str]] = []
+    for work_queue in services.settings.partition_queues():
+        name = services.settings.poison_queue(work_queue)
+        listed += [(ms, message_id, name) for ms, message_id in await poison_index.listing(state, name)]
+    newest = sorted((e for e in listed if after is None or (e[0], e[1]) < after), reverse=True)
+    shown = []
+    for _, message_id, name in newest[:limit]:
+        entry = await poison_index.get(state, name, message_id)
+        if entry is not None:
+            shown.append(from_entry(entry).summary())
+    last = newest[limit - 1] if len(newest) > limit else None
+    return {"parked": shown, "continuation": f"{last[0]}.{last[1]}" if last else None}
+
+
+def parse_token(token: str) -> tuple[int, str]:
+    """A page's continuation, `<parked epoch ms>.<message id>`; a 400 for anything else."""
+    ms, _, message_id = token.partition(".")
+    if not (ms.isascii() and ms.isdigit() and len(ms) <= 15 and message_id and len(message_id) <= 64):
+        raise MalformedRequest("continuation is not a token this API gave (pass back the one a page answered)")
+    if not all(c.isascii() and (c.isalnum() or c == "-") for c in message_id):
+        raise MalformedRequest("continuation is not a token this API gave (pass back the one a page answered)")
+    return int(ms), message_id
+
+
 async def inspect(services: Services, message_id: str) -> dict[str, Any]:
     """One index read per partition (then a peek at the first page, for chunks parked before the index)."""
     state = await services.storage.ensure_container(services.settings.state_container)
@@ -140,11 +176,14 @@ async def replay(
     limit: int = DEFAULT_LIMIT,
     rate: float | None = None,
     exclude: frozenset[str] = frozenset(),
-    window_s: float = MAX_PACED_REPLAY_S,
+    window_s: float | None = None,
 ) -> dict[str, Any]:
-    """Replay parked chunks matching `batch_id` and/or `message_ids` (all, when neither is given); with `rate`,
-    at most that many chunks per second, so a fixed downstream is not hit by the whole backlog at once, and no
-    more than that pace allows in MAX_PACED_REPLAY_S (the answer's `limit`; call again for the rest)."""
+    """Replay parked chunks matching `batch_id` and/or `message_ids` (all, when neither is given), oldest
+    first; with `rate`, at most that many chunks per second, so a fixed downstream is not hit by the whole
+    backlog at once. Every call stops taking chunks after `window_s` (default MAX_REPLAY_S) whatever its rate,
+    having taken at least one: the answer's `more` says to call again for the rest. Each partition's doorbell
+    rings (and its look chain is armed) as its first chunk goes back, not after the loop: a call that fails or
+    stops part-way leaves nothing it put back unannounced."""
     if batch_id is not None and await _ended(services, batch_id, {}):
         raise BatchConflict(
             f"batch {batch_id} was cancelled (or ended by its max_failed_fraction): its parked chunks are not "
@@ -152,23 +191,31 @@ async def replay(
             batch_id=batch_id,
         )
     ended_batches: dict[str, bool] = {}
+    window_s = MAX_REPLAY_S if window_s is None else window_s
     pace = Pace(rate)
-    if rate is not None:  # what fits in one answer at this pace; the caller calls again for the rest
+    if rate is not None:  # what fits in one answer at this pace
         limit = min(limit, 1 + math.floor(window_s * rate))
+    deadline = time.monotonic() + window_s
+    announcer = Announcer(services)
     replayed: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
-    touched: dict[str, str] = {}  # lane: its partition
+    more = False
     state = await services.storage.ensure_container(services.settings.state_container)
     for work_queue in services.settings.partition_queues():
         name = services.settings.poison_queue(work_queue)
         client = await services.storage.ensure_queue(name)
-        left = limit - len(replayed)
+        left = limit - len(replayed) - len(skipped)
         if left <= 0:
+            more = True
             break
         found = await poison_index.find(
             state, name, batch_id=batch_id, message_ids=message_ids, limit=left, exclude=exclude
         )
+        more = more or len(found) >= left
         for entry in found:
+            if (replayed or skipped) and time.monotonic() >= deadline:
+                more = True
+                break
             parked = from_entry(entry)
             if parked.message.chunk_text is None:
                 skipped.append({**parked.summary(), "why": "not a chunk: inspect it and fix it by hand"})
@@ -177,23 +224,41 @@ async def replay(
                 skipped.append({**parked.summary(), "why": "its batch was cancelled: not replayable"})
                 continue
             await pace.next()
-            lane = replay_lane(work_queue, parked.message.info.queue)
             try:
-                why = await _replay_one(services, client, entry, parked, lane)
+                why = await _replay_one(services, client, entry, parked, announcer, work_queue)
             except ReplayConflict as e:
                 why = e.message
             if why is not None:
                 skipped.append({**parked.summary(), "why": why})
                 continue
             replayed.append(parked.summary())
-            touched[lane] = work_queue
-    # A drainer already at work sees the marks at its next listing; an idle queue gets its event.
-    for lane in sorted(touched):
-        await lane_queues.mark(services, lane)
-    await _ring(services, set(touched.values()))
-    log.warning("replayed %d parked chunk(s) (%d skipped)", len(replayed), len(skipped))
-    out = {"replayed": len(replayed), "skipped": skipped, "chunks": replayed}
-    return out | ({"rate": rate, "limit": limit, "seconds": round(pace.elapsed(), 3)} if rate is not None else {})
+        if more and time.monotonic() >= deadline:
+            break
+    log.warning("replayed %d parked chunk(s) (%d skipped)%s", len(replayed), len(skipped), "; more left" * more)
+    out = {"replayed": len(replayed), "skipped": skipped, "chunks": replayed, "more": more}
+    return out | {"limit": limit, "seconds": round(pace.elapsed(), 3)} | ({"rate": rate} if rate is not None else {})
+
+
+class Announcer:
+    """Rings a partition's doorbell (arming its look chain) and marks a lane the first time a chunk goes back to
+    it in one replay call: a drainer already at work sees the mark at its next listing, an idle queue gets its
+    event. The mark is best effort (the doorbell and the chain cover a queue without it)."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.rung: set[str] = set()
+        self.marked: set[str] = set()
+
+    async def announce(self, lane: str, partition: str) -> None:
+        if partition not in self.rung:
+            self.rung.add(partition)
+            await _ring(self.services, {partition})
+        if lane not in self.marked:
+            self.marked.add(lane)
+            try:
+                await lane_queues.mark(self.services, lane)
+            except StorageError as e:
+                log.warning("replayed chunks on %s: lane not marked (its doorbell covers it): %s", lane, e)
 
 
 async def _ended(services: Services, batch_id: str, known: dict[str, bool]) -> bool:
@@ -231,23 +296,31 @@ def replay_lane(partition: str, source: str) -> str:
 
 
 async def _replay_one(
-    services: Services, client: Any, entry: poison_index.Entry, parked: Parked, lane: str
+    services: Services,
+    client: Any,
+    entry: poison_index.Entry,
+    parked: Parked,
+    announcer: Announcer,
+    partition: str,
 ) -> str | None:
-    """Re-enqueue one parked chunk to `lane`; None when done, else why it was left parked."""
+    """Re-enqueue one parked chunk of `partition` to its lane and announce it; None when done, else why it was
+    left parked (or, for a stale copy whose items a later attempt settled, deleted)."""
     assert parked.message.chunk_text is not None
     chunk = envelope.decode(parked.message.chunk_text)
-    if not await _mark_retrying(services, chunk.header):
-        return "its items are no longer failed (a later attempt settled them, or it was replayed already)"
+    lane = replay_lane(partition, parked.message.info.queue)
+    found = await _mark_retrying(services, chunk.header)
+    if found is Parent.SETTLED:
+        await _unpark(services, client, entry, parked)
+        log.info("deleted a stale parked copy of chunk %d of batch %s from %s",
+                 chunk.header.chunk, chunk.header.batch_id, parked.queue)  # fmt: skip
+        return "its items were settled by a later attempt: this stale parked copy was deleted"
+    if found is not Parent.MARKED:
+        return "its items are no longer failed (it was replayed already, or its record is missing)"
     work = await services.storage.ensure_queue(lane)
     async with translated(f"re-enqueue to {lane}"):
         await work.send_message(parked.message.chunk_text, time_to_live=NEVER_EXPIRES)
-    try:
-        async with translated(f"delete {entry.message_id} from {parked.queue}"):
-            await client.delete_message(entry.message_id, pop_receipt=entry.pop_receipt)
-    except ResourceMissing:
-        log.info("parked message %s was already gone from %s", entry.message_id, parked.queue)
-    state = services.storage.container(services.settings.state_container)
-    await poison_index.remove(state, parked.queue, entry.message_id)
+    await announcer.announce(lane, partition)
+    await _unpark(services, client, entry, parked)
     log.info(
         "replayed chunk %d of batch %s (%d item(s)) from %s",
         chunk.header.chunk, chunk.header.batch_id, parked.message.info.failed, parked.queue,
@@ -255,23 +328,40 @@ async def _replay_one(
     return None
 
 
-async def _mark_retrying(services: Services, header: envelope.ChunkHeader) -> bool:
+async def _unpark(services: Services, client: Any, entry: poison_index.Entry, parked: Parked) -> None:
+    try:
+        async with translated(f"delete {entry.message_id} from {parked.queue}"):
+            await client.delete_message(entry.message_id, pop_receipt=entry.pop_receipt)
+    except ResourceMissing:
+        log.info("parked message %s was already gone from %s", entry.message_id, parked.queue)
+    state = services.storage.container(services.settings.state_container)
+    await poison_index.remove(state, parked.queue, entry.message_id)
+
+
+class Parent(Enum):
+    """What a parked chunk's parent result record says of its items."""
+
+    MARKED = "marked"  # they were failed; now retrying (this replay carries them)
+    SETTLED = "settled"  # a later attempt settled them: the parked copy is stale
+    UNSURE = "unsure"  # retrying with no record of the next generation yet (a replay may be in flight), or no record
+
+
+async def _mark_retrying(services: Services, header: envelope.ChunkHeader) -> Parent:
     """In the parent generation's result record, the replayed items move from `failed` to `retrying`,
     so the batch counts them once more as pending, then by their new outcome. The record is changed where it
     is (its blob rewritten over the version read), so it stays the newest of its lineage.
 
-    False when no parent holds these items as failed any more: replaying them would count them twice. A
+    SETTLED when the parent's records hold none of these items as failed and none as retrying without a record
+    of the generation that carries them: replaying would count them twice, and the parked copy is stale. A
     concurrent change of the record (another replay, a redelivery) is met by reading it again; if it keeps
     changing, ReplayConflict, and the chunk stays parked."""
     positions = set(header.positions or [])
     container = services.storage.container(services.settings.results_container)
     for _ in range(MARK_ATTEMPTS):
-        parents = [
-            e
-            for e in results.newest(await list_entries(container, header.batch_id))
-            if (e.chunk, e.gen) == (header.chunk, header.gen - 1) and e.failed
-        ]
-        for entry in parents:
+        listed = results.newest(await list_entries(container, header.batch_id))
+        parents = [e for e in listed if (e.chunk, e.gen) == (header.chunk, header.gen - 1)]
+        carried = any((e.chunk, e.gen) == (header.chunk, header.gen) for e in listed)
+        for entry in (e for e in parents if e.failed):
             try:
                 doc, etag = await read_json(container, entry.blob)
             except ResourceMissing:
@@ -289,9 +379,10 @@ async def _mark_retrying(services: Services, header: envelope.ChunkHeader) -> bo
             except PreconditionFailed:
                 log.warning("result blob %s changed while replaying; reading it again", entry.blob)
                 break  # read the lineage again from the listing
-            return True
+            return Parent.MARKED
         else:
-            return False
+            in_flight = any(e.retrying for e in parents) and not carried
+            return Parent.UNSURE if not parents or in_flight else Parent.SETTLED
     raise ReplayConflict(
         f"the result record of chunk {header.chunk} of batch {header.batch_id} kept changing; replay it again",
         batch_id=header.batch_id,

@@ -1,13 +1,16 @@
 """Background replays: a replay too large for one answer runs as a job, a step at a time.
 
 `POST /api/poison/replay` with `"background": true` writes a job (`replays/<job id>.json`, state container) and
-publishes a `replay-step` event; the drain function serves it by replaying what the job's rate allows in
-STEP_S (`shared.ops.replay.replay`, the same code as a replay in the foreground), writing the job's progress, and
-publishing the next step until nothing matching is left or the job's limit is reached. A step claims the job
-(its `step_until`, written with the blob's ETag) so that a redelivered event and a kick never run two steps at
-once. If a step's event is lost (Service Bus unreachable), reading the job's status after STALL_S publishes
-it again. Chunks a step leaves parked (not chunks, or no longer failed) are remembered and never tried again by
-the job. Progress: `GET /api/poison/replay/{job id}`.
+publishes a `replay-step` event; the drain function serves it by replaying for at most STEP_S (what the job's
+rate allows in that, if it has one: `shared.ops.replay.replay`, the same code as a replay in the foreground),
+writing the job's progress, and publishing the next step until nothing matching is left or the job's limit is
+reached. A step claims the job (its `step_until`, STEP_S + CLAIM_MARGIN_S ahead, written with the blob's ETag) so
+that a redelivered event and a kick never run two steps at once; a step sized by time ends before its claim
+does. An event that finds the job claimed schedules a step for when the claim lapses (a step whose instance
+died goes on then). If a step's event is lost (Service Bus unreachable), reading the job's status after STALL_S
+publishes it again. Chunks a step leaves parked (not chunks, or no longer failed) are remembered and never tried
+again by the job. Progress: `GET /api/poison/replay/{job id}`. A finished job's blob is deleted KEEP_DONE_S after
+it finished, by a later job's start.
 """
 
 from __future__ import annotations
@@ -19,23 +22,36 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from shared.core.errors import NotFound, PreconditionFailed, ResourceConflict, ResourceMissing, TriggerUnavailable
+from azure.storage.blob.aio import ContainerClient
+
+from shared.core.errors import (
+    NotFound,
+    PreconditionFailed,
+    ResourceConflict,
+    ResourceMissing,
+    StorageError,
+    TriggerUnavailable,
+)
 from shared.core.events import Reason, TriggerEvent
 from shared.ops import replay
 from shared.services import Services
-from shared.store.storage import read_json, write_json
+from shared.store.storage import read_json, translated, write_json
 
 log = logging.getLogger(__name__)
 
-STEP_S = 60.0  # a step replays what its rate allows in this long (the drain function's budget is longer)
-UNPACED_STEP = 500  # chunks a step takes without a rate
+STEP_S = 60.0  # a step stops taking chunks after this long (the drain function's budget is longer)
 STALL_S = 3 * STEP_S  # a running job not written for this long has lost its step event
-CLAIM_MARGIN_S = 30.0
+CLAIM_MARGIN_S = 30.0  # a step holds its job this long past STEP_S: its last chunk and its progress write
 SKIPPED_SHOWN = 20
+KEEP_DONE_S = 7 * 24 * 3600  # a finished job's blob is deleted this long after it finished ...
+SWEEP_MAX = 100  # ... by the next job's start, at most this many at a time (one listing, one delete each)
+
+
+JOBS_PREFIX = "replays/"
 
 
 def job_blob(job_id: str) -> str:
-    return f"replays/{job_id}.json"
+    return f"{JOBS_PREFIX}{job_id}.json"
 
 
 def is_job_id(text: str) -> bool:
@@ -71,9 +87,9 @@ class Job:
         return cls(**doc)
 
     def step_limit(self) -> int:
+        """What one step may take; a step is sized by time (STEP_S), so without a rate this is all that is left."""
         left = self.limit - self.replayed - len(self.skipped_ids)
-        per_step = UNPACED_STEP if self.rate is None else 1 + int(STEP_S * self.rate)
-        return max(0, min(left, per_step))
+        return max(0, left if self.rate is None else min(left, 1 + int(STEP_S * self.rate)))
 
     def view(self) -> dict[str, Any]:
         return {
@@ -110,17 +126,50 @@ async def start(
     ids = sorted(message_ids) if message_ids is not None else None
     job = Job(uuid.uuid4().hex, limit, rate, batch_id, ids)
     state = await services.storage.ensure_container(services.settings.state_container)
+    await sweep(state, time.time())
     await write_json(state, job_blob(job.job_id), job.to_json(), create_only=True)
     await publish_step(services, job.job_id)
     log.warning("replay job %s started: batch %s, limit %d, rate %s", job.job_id, batch_id, limit, rate)
     return job
 
 
-async def publish_step(services: Services, job_id: str) -> bool:
+async def sweep(state: ContainerClient, now_s: float) -> int:
+    """Delete finished jobs' blobs KEEP_DONE_S after they finished (their metadata says when: no reads). Best
+    effort: a job left behind is deleted by a later start. Answers how many were deleted."""
+    old: list[str] = []
+    try:
+        async with translated("list replay jobs"):
+            async for blob in state.list_blobs(name_starts_with=JOBS_PREFIX, include=["metadata"]):
+                finished = (blob.metadata or {}).get("finished_s", "")
+                if finished.isdigit() and len(finished) <= 12 and int(finished) + KEEP_DONE_S < now_s:
+                    old.append(blob.name)
+                    if len(old) >= SWEEP_MAX:
+                        break
+        for name in old:
+            try:
+                async with translated(f"delete {name}"):
+                    await state.delete_blob(name)
+            except ResourceMissing:
+                pass
+    except StorageError as e:
+        log.warning("finished replay jobs not swept (the next start tries again): %s", e)
+    if old:
+        log.info("deleted %d finished replay job(s) older than %d s", len(old), KEEP_DONE_S)
+    return len(old)
+
+
+def job_metadata(job: Job) -> dict[str, str]:
+    """A finished job's blob says when it finished, so a listing finds the old ones (`sweep`)."""
+    if job.finished_at is None:
+        return {}
+    return {"finished_s": str(int(datetime.fromisoformat(job.finished_at).timestamp()))}
+
+
+async def publish_step(services: Services, job_id: str, at: datetime | None = None) -> bool:
     queue = services.settings.partition_queues()[0]  # events name a queue; a step's is the first partition
     event = TriggerEvent(services.settings.account_name, queue, Reason.REPLAY_STEP, job=job_id)
     try:
-        await services.publisher.publish(event)
+        await services.publisher.publish(event, at=at)
     except TriggerUnavailable as e:
         log.warning("replay job %s: next step not published (its status read will publish it): %s", job_id, e)
         return False
@@ -139,9 +188,14 @@ async def read(services: Services, job_id: str) -> tuple[Job, str]:
 
 
 async def step(services: Services, job_id: str) -> Job | None:
-    """One step of the job; None when another step holds it or it is done."""
+    """One step of the job; None when another step holds it or it is done. A step finds the job held when its
+    event is a redelivery (its first delivery's instance died mid-step) or a duplicate: it schedules a step
+    for when the hold lapses, so a dead step's job goes on without waiting for a status read."""
     job, etag = await read(services, job_id)
-    if job.state != "running" or job.step_until > time.time():
+    if job.state != "running":
+        return None
+    if job.step_until > time.time():
+        await publish_step(services, job_id, at=datetime.fromtimestamp(job.step_until + 1, timezone.utc))
         return None
     state = services.storage.container(services.settings.state_container)
     claimed = replace(job, step_until=time.time() + STEP_S + CLAIM_MARGIN_S)
@@ -160,8 +214,9 @@ async def step(services: Services, job_id: str) -> Job | None:
         window_s=STEP_S,
     )
     skipped = answer["skipped"]
-    taken = answer["replayed"] + len(skipped)
-    finished = taken < wanted or job.replayed + answer["replayed"] + len(job.skipped_ids) + len(skipped) >= job.limit
+    finished = (
+        not answer["more"] or job.replayed + answer["replayed"] + len(job.skipped_ids) + len(skipped) >= job.limit
+    )
     done = replace(
         claimed,
         replayed=job.replayed + answer["replayed"],
@@ -173,7 +228,7 @@ async def step(services: Services, job_id: str) -> Job | None:
         finished_at=now_iso() if finished else None,
         step_until=0.0,
     )
-    await write_json(state, job_blob(job_id), done.to_json(), etag=etag)
+    await write_json(state, job_blob(job_id), done.to_json(), etag=etag, metadata=job_metadata(done))
     log.warning(
         "replay job %s step %d: %d replayed, %d left parked; %s",
         job_id, done.steps, answer["replayed"], len(skipped), "done" if finished else "more to come",

@@ -1,6 +1,8 @@
 """Batch status, aggregated from the manifest and the listing of its result blobs (pure).
 
-A lineage recorded twice (a redelivered chunk) counts once, by its newest record (`shared.batch.results`).
+A lineage recorded twice (a redelivered chunk) counts once, by its newest record, and a generation counts no more
+items than its predecessor carried: `shared.batch.results.settled_counts`, the rule the batch list, the export
+and the failure tolerance count by too.
 
 Each item is recorded exactly once: as ok or failed in the generation that settled it, or as
 `retrying` in a generation whose successor carries it. No shared counter is ever written.
@@ -21,7 +23,7 @@ FINAL = ("completed", "completed_with_failures", "cancelled", "failed", "expired
 
 def batch_status(manifest: Manifest, entries: Iterable[ResultEntry], now: datetime | None = None) -> dict[str, Any]:
     entries = [e for e in newest(entries) if 0 <= e.chunk < manifest.chunks]
-    by_chunk = settled_counts(manifest.chunk_sizes, entries)
+    by_chunk = settled_counts(entries, manifest.chunks, manifest.chunk_sizes)
     total = {kind: sum(c[kind] for c in by_chunk.values()) for kind in KINDS}
     succeeded, failed = total["ok"], total["failed"]
     done_chunks = {c for c, n in by_chunk.items() if sum(n.values()) >= manifest.chunk_sizes[c]}

@@ -430,9 +430,14 @@
     refresh();
   }
 
+  let parkedPage = null; // the parked listing's page shown: null for the newest
+
   function renderParked(listing) {
     const partitions = Array.isArray(listing.partitions) ? listing.partitions : [];
-    const chunks = partitions.flatMap((p) => (Array.isArray(p.first) ? p.first : Array.isArray(p.chunks) ? p.chunks : []));
+    // Newest first, a page at a time, from the index (every parked chunk); older hosts answer only each partition's first page.
+    const chunks = Array.isArray(listing.parked)
+      ? listing.parked
+      : partitions.flatMap((p) => (Array.isArray(p.first) ? p.first : Array.isArray(p.chunks) ? p.chunks : []));
     const depth = partitions.reduce((n, p) => n + (typeof p.depth === "number" ? p.depth : 0), 0);
     if (!chunks.length) return el("p", { class: "empty", text: depth ? `${count(depth)} parked, none readable yet.` : "Nothing is parked." });
     const head = ["Batch", "Chunk", "Failed items", "Attempt", "Reason", "Parked at", "Action"];
@@ -461,8 +466,19 @@
         }),
       ),
     );
-    const shown = depth > chunks.length ? el("p", { class: "note", text: `Showing ${count(chunks.length)} of ${count(depth)} parked.` }) : null;
-    return [table, shown];
+    const shown = depth > chunks.length ? el("p", { class: "note", text: `Showing ${count(chunks.length)} of ${count(depth)} parked, newest first.` }) : null;
+    const pager = el("p", { class: "note" });
+    if (parkedPage) {
+      const newest = el("button", { type: "button", text: "Newest" });
+      newest.addEventListener("click", () => { parkedPage = null; refresh(); });
+      pager.append(newest, " ");
+    }
+    if (listing.continuation) {
+      const older = el("button", { type: "button", text: "Older parked chunks" });
+      older.addEventListener("click", () => { parkedPage = listing.continuation; refresh(); });
+      pager.append(older);
+    }
+    return [table, shown, pager];
   }
 
   // -- refresh loop ---------------------------------------------------------------------------------------
@@ -478,7 +494,7 @@
   async function refresh() {
     clearTimeout(timer);
     const mine = ++generation;
-    const [queues, batches, parked] = await Promise.allSettled([api("queues"), api(`batches?limit=${BATCHES}`), api("poison")]);
+    const [queues, batches, parked] = await Promise.allSettled([api("queues"), api(`batches?limit=${BATCHES}`), api(parkedPage ? `poison?continuation=${encodeURIComponent(parkedPage)}` : "poison")]);
     if (mine !== generation) return;
     unauthorized = refused([queues, batches, parked]);
     document.getElementById("auth").hidden = !unauthorized;

@@ -10,7 +10,9 @@ Looking up one message is one read; finding a batch's parked chunks is one listi
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from azure.storage.blob.aio import ContainerClient
@@ -20,6 +22,8 @@ from shared.core.errors import ResourceMissing, StorageError
 from shared.store.storage import read_json, translated, write_json
 
 log = logging.getLogger(__name__)
+
+PARKED_MS = "parked_ms"  # metadata: when the entry was written (epoch ms), so a listing sorts by it with no reads
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,7 @@ async def add(container: ContainerClient, entry: Entry) -> None:
             container,
             layout.poison_index_blob(entry.poison_queue, entry.message_id),
             entry.to_json(),
-            metadata={"batch_id": entry.batch_id or "-"},
+            metadata={"batch_id": entry.batch_id or "-", PARKED_MS: str(time.time_ns() // 1_000_000)},
         )
     except StorageError as e:
         log.warning("parked message %s has no index entry (replay by batch will not find it): %s",
@@ -84,24 +88,46 @@ async def find(
     limit: int,
     exclude: frozenset[str] = frozenset(),
 ) -> list[Entry]:
-    """The entries of one poison queue matching the batch and/or ids (all when neither), oldest first; never
-    those in `exclude` (a background replay's chunks it already left parked)."""
+    """The `limit` oldest entries of one poison queue matching the batch and/or ids (all when neither), oldest
+    first; never those in `exclude` (a background replay's chunks it already left parked). One listing (a page
+    per 5,000 entries), sorted by when each was parked, then one read per entry answered."""
+    listed = await listing(container, poison_queue, batch_id=batch_id, message_ids=message_ids, exclude=exclude)
+    found = []
+    for _, message_id in sorted(listed)[:limit]:
+        entry = await get(container, poison_queue, message_id)
+        if entry is not None:
+            found.append(entry)
+    return found
+
+
+async def listing(
+    container: ContainerClient,
+    poison_queue: str,
+    *,
+    batch_id: str | None = None,
+    message_ids: set[str] | None = None,
+    exclude: frozenset[str] = frozenset(),
+) -> list[tuple[int, str]]:
+    """(when parked, epoch ms; message id) of each matching entry, in listing order (no reads). An entry written
+    before the time was kept in its metadata counts by its blob's creation time (to the second)."""
     prefix = layout.poison_index_prefix(poison_queue)
-    names: list[str] = []
+    out: list[tuple[int, str]] = []
     async with translated(f"list parked chunks of {poison_queue}"):
         async for blob in container.list_blobs(name_starts_with=prefix, include=["metadata"]):
             message_id = blob.name[len(prefix) :].removesuffix(".json")
             if (message_ids is not None and message_id not in message_ids) or message_id in exclude:
                 continue
-            if batch_id is not None and (blob.metadata or {}).get("batch_id") != batch_id:
+            metadata = blob.metadata or {}
+            if batch_id is not None and metadata.get("batch_id") != batch_id:
                 continue
-            names.append(message_id)
-    found = []
-    for message_id in names[:limit]:
-        entry = await get(container, poison_queue, message_id)
-        if entry is not None:
-            found.append(entry)
-    return sorted(found, key=lambda e: e.inserted_on or "")
+            out.append((parked_ms(metadata.get(PARKED_MS), blob.creation_time), message_id))
+    return out
+
+
+def parked_ms(stamp: str | None, created: datetime | None) -> int:
+    if stamp is not None and stamp.isdigit() and len(stamp) <= 15:
+        return int(stamp)
+    return int(created.timestamp() * 1000) if created is not None else 0
 
 
 async def remove(container: ContainerClient, poison_queue: str, message_id: str) -> None:

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class PollOutcome:
     queue: str
-    action: str  # not-due | idle | busy | waiting | triggered | drained
+    action: str  # not-due | idle | busy | waiting | triggered | drained | storage-error
     depth: int | None
     state: PollState
 
@@ -47,7 +47,17 @@ async def poll(
 ) -> list[PollOutcome]:
     """One timer tick over every partition. `clock_ms` is the wall clock, or a simulated one (benchmarks)."""
     deadline = time.monotonic() + (budget_s if budget_s is not None else services.settings.drain_budget_s)
-    return [await poll_queue(services, q, deadline, clock_ms) for q in services.settings.partition_queues()]
+    return [await poll_one(services, q, deadline, clock_ms) for q in services.settings.partition_queues()]
+
+
+async def poll_one(services: Services, queue: str, deadline: float, clock_ms: Callable[[], int]) -> PollOutcome:
+    """`poll_queue`, with a storage failure of this partition logged and answered as `storage-error`: it does
+    not end the tick for the partitions after it (each is looked at again at the next tick)."""
+    try:
+        return await poll_queue(services, queue, deadline, clock_ms)
+    except StorageError as e:
+        log.warning("fallback: could not look at %s (the next tick tries again): %s", queue, e)
+        return PollOutcome(queue, "storage-error", None, services.backoff.policy.initial(clock_ms()))
 
 
 async def poll_queue(services: Services, queue: str, deadline: float, clock_ms: Callable[[], int]) -> PollOutcome:

@@ -60,6 +60,7 @@ class Chain:
     token: str | None = None  # the armed look's, or None once a look found the queue empty
     look_at_ms: int | None = None
     interval_ms: int = 0
+    ended_by: str | None = None  # the look that unarmed it: its redelivery goes on from the ended write
 
     def armed(self, now_ms: int) -> bool:
         return self.token is not None and self.look_at_ms is not None and now_ms < self.look_at_ms + GRACE_MS
@@ -69,17 +70,19 @@ class Chain:
             "token": self.token,
             "look_at_ms": self.look_at_ms,
             "interval_ms": self.interval_ms,
+            "ended_by": self.ended_by,
         }
 
     @classmethod
     def from_json(cls, doc: Any) -> Chain:
         if not isinstance(doc, dict):
             return cls()
-        token, at, interval = (doc.get(k) for k in ("token", "look_at_ms", "interval_ms"))
+        token, at, interval, ended = (doc.get(k) for k in ("token", "look_at_ms", "interval_ms", "ended_by"))
         return cls(
             token=token if isinstance(token, str) else None,
             look_at_ms=at if isinstance(at, int) else None,
             interval_ms=interval if isinstance(interval, int) else 0,
+            ended_by=ended if isinstance(ended, str) else None,
         )
 
     def view(self, now_ms: int) -> dict[str, Any]:
@@ -107,16 +110,19 @@ async def read(services: Services, queue: str) -> tuple[Chain, str | None]:
 
 
 async def arm(services: Services, queue: str, at: datetime | None = None) -> bool:
-    """Arm `queue`'s chain unless a look is armed already: True if this call armed it. Raises
+    """Arm `queue`'s chain unless a look is armed already within the floor (or, with `at`, before that moment):
+    True if this call armed it. Raises
     `TriggerUnavailable` when Service Bus cannot take the look (the caller defers it), `StorageError` when the
     blob cannot be read or written. `at`: the first look not before then (work hidden until then, a batch's
     not_before); a look armed that far ahead is brought forward by work visible sooner."""
     chain, etag = await read(services, queue)
-    now_ms, floor_ms = epoch_ms(), services.settings.backoff_floor_ms
-    first_ms = max(floor_ms, int(at.timestamp() * 1000) - now_ms) if at is not None else floor_ms
-    # Only a look armed for a not_before lies beyond the ceiling: work visible sooner brings it forward.
-    beyond_ms = now_ms + max(first_ms, services.settings.backoff_ceiling_ms) + GRACE_MS
-    if chain.armed(now_ms) and (chain.look_at_ms or 0) <= beyond_ms:
+    policy = services.backoff.policy
+    now_ms = epoch_ms()
+    first_ms = max(policy.floor_ms, int(at.timestamp() * 1000) - now_ms) if at is not None else policy.floor_ms
+    # A look armed far ahead (its interval grew while messages only waited out a retry delay, or it waits for a
+    # not_before) is brought back to the first look this work needs; the far look becomes a leftover.
+    soon_ms = now_ms + jittered_ms(first_ms, jitter=policy.jitter, u=1.0)
+    if chain.armed(now_ms) and chain.look_at_ms is not None and chain.look_at_ms <= soon_ms:
         return False
     return await schedule(services, queue, chain, etag, first_ms)
 
@@ -177,34 +183,62 @@ def next_interval_ms(action: str, interval_ms: int, policy: PollPolicy) -> int:
 
 
 async def look(services: Services, event: TriggerEvent) -> str:
-    """Serve a `look` event: what it found (`superseded`, `idle`, or the fallback's action on work)."""
+    """Serve a `look` event: what it found (`superseded`, `idle`, `work-arrived`, or the fallback's action on
+    work). A redelivery of the look that ended the chain (storage failed after the ended write) goes on from
+    that write: it reads the depth again and arms the chain if work is there."""
     queue = event.queue
     chain, etag = await read(services, queue)
-    if etag is None or chain.token != event.token:
+    if etag is None or event.token not in (chain.token, chain.ended_by):
         log.info("look at %s with a token the chain no longer names; ignored", queue)
         return "superseded"
-    deadline = time.monotonic() + services.settings.drain_budget_s
-    action, depth = await inspect.inspect(services, queue, deadline)
-    if depth:
-        # The event is complete once this returns: a failure to arm the next look raises, so Service Bus
-        # delivers this one again (its token still stands, since the blob was not rewritten).
-        interval_ms = next_interval_ms(action, chain.interval_ms, services.backoff.policy)
-        await schedule(services, queue, chain, etag, interval_ms)
-        return action
-    ended = Chain(interval_ms=chain.interval_ms)
-    container = await services.storage.ensure_container(services.settings.state_container)
-    try:
-        etag = await write_json(container, layout.look_blob(queue), ended.to_json(), etag=etag)
-    except PreconditionFailed:
-        log.info("look chain of %s re-armed while it looked; that look goes on", queue)
-        return "superseded"
+    if chain.token == event.token:
+        deadline = time.monotonic() + services.settings.drain_budget_s
+        action, depth = await inspect.inspect(services, queue, deadline)
+        if depth:
+            interval_ms = next_interval_ms(action, chain.interval_ms, services.backoff.policy)
+            try:
+                await schedule(services, queue, chain, etag, interval_ms)
+            except TriggerUnavailable as e:
+                await successor_refused(services, event, chain, etag, e)
+            return action
+        ended = Chain(interval_ms=chain.interval_ms, ended_by=event.token)
+        container = await services.storage.ensure_container(services.settings.state_container)
+        try:
+            etag = await write_json(container, layout.look_blob(queue), ended.to_json(), etag=etag)
+        except PreconditionFailed:
+            log.info("look chain of %s re-armed while it looked; that look goes on", queue)
+            return "superseded"
+        chain = ended
     # Ended before this second read: a submit that enqueued before it is seen here, any later one arms anew.
     if await inspect.depth_of(services, queue):
         try:
-            await schedule(services, queue, ended, etag, services.backoff.policy.floor_ms)
+            await schedule(services, queue, chain, etag, services.backoff.policy.floor_ms)
         except TriggerUnavailable as e:  # the chain is already unarmed: a redelivery of this look would not count
             log.warning("look chain of %s not armed again (this process tries again): %s", queue, e)
             services.deferred.add(event, rang=True)
         return "work-arrived"
     log.info("look at %s: every lane is empty; the chain ends until work comes", queue)
     return "idle"
+
+
+async def successor_refused(
+    services: Services, event: TriggerEvent, chain: Chain, etag: str | None, error: TriggerUnavailable
+) -> None:
+    """Service Bus delivered this look but takes no successor. Failing the look would have it delivered 10 times
+    and dead-lettered, its chain "armed" until GRACE_MS past due; instead the chain is written unarmed (a submit,
+    this process's deferral or the timer arms it at once), this process tries again when Service Bus answers,
+    and the timer's back-off is reset so its next tick looks, should this process die first."""
+    queue = event.queue
+    log.warning("look chain of %s: the next look could not be sent (this process tries again): %s", queue, error)
+    unarmed = Chain(interval_ms=chain.interval_ms, ended_by=event.token)
+    container = await services.storage.ensure_container(services.settings.state_container)
+    try:
+        await write_json(container, layout.look_blob(queue), unarmed.to_json(), etag=etag)
+    except PreconditionFailed:
+        log.info("look chain of %s re-armed elsewhere meanwhile", queue)
+        return
+    services.deferred.add(event, rang=True)
+    try:
+        await services.backoff.save(queue, services.backoff.policy.initial(epoch_ms()))
+    except StorageError as e:
+        log.warning("could not reset the fallback's back-off for %s: %s", queue, e)

@@ -112,6 +112,17 @@ async def test_a_bad_limit_or_continuation_is_a_json_400_naming_it(configure, ap
         assert named in body["error"]["message"], (params, body)
 
 
+async def test_a_limit_of_thousands_of_digits_is_a_json_400_not_a_500(configure, app_functions):
+    # Python refuses int() of more than 4,300 digits with a ValueError: the length is checked first.
+    configure(publisher=RecordingPublisher())
+    for digits in ("1" * 4301, "1" + "0" * 5000, "9" * 100):
+        code, body = await listed(app_functions, limit=digits)
+        assert code == 400, body
+        assert "limit" in body["error"]["message"]
+    code, body = await listed(app_functions, limit="0" * 5000 + "5")
+    assert code == 200, body
+
+
 async def test_a_keyed_retry_writes_the_same_index_entry_again(configure, app_functions):
     services = configure(publisher=RecordingPublisher())
     first = await submit(app_functions, sales("k", 3), key="order-7")
@@ -174,7 +185,9 @@ async def test_a_refresh_of_the_page_costs_seven_reads_a_partition_and_one_listi
     assert await refresh() == {
         "queue.GetQueueMetadata": 3 * 2,  # depth and poison depth (queues), poison depth (poison), per partition
         "queue.ListQueues": 2,  # the lanes of each partition (one lane each here: one depth read each)
-        "blob.ListBlobs": 2 + 1 + 3,  # drain leases per partition; the index; each listed batch's results
+        # drain leases per partition; the batch index; each listed batch's results; the poison index per partition
+        # (the parked listing's page, plus one read per parked chunk shown: none here)
+        "blob.ListBlobs": 2 + 1 + 3 + 2,
         "queue.PeekMessages": 2,  # the first parked chunks, per partition
         "blob.GetBlob": 2,  # the look chain, per partition
     }
@@ -257,3 +270,53 @@ def test_progress_counts_each_item_once_and_is_complete_exactly_when_nothing_is_
         assert finished["status"].startswith("completed")
         assert finished["eta_s"] == 0
         assert finished["completed_at"] == finished["last_result_at"]
+
+
+def counts_both_ways(sizes: tuple[int, ...], entries: list[ResultEntry]) -> tuple[dict[str, int], dict[str, int]]:
+    """The items the status route and the batch list report for the same records."""
+    from shared.batch.batches import Manifest, State
+    from shared.ops.status import batch_status
+
+    at = ACCEPTED.isoformat()
+    manifest = Manifest("ab" * 16, "a", State.ACCEPTED, sum(sizes), sizes, ("q",), "d", at, accepted_at=at)
+    listed = IndexEntry("ab" * 16, sum(sizes), len(sizes), at, at)
+    now = ACCEPTED + timedelta(minutes=5)
+    return batch_status(manifest, entries)["items"], batch_progress(listed, entries, now)["items"]
+
+
+def test_an_item_replayed_while_its_original_was_redelivered_and_settled_counts_once_in_both_views():
+    later = [ACCEPTED + timedelta(seconds=s) for s in range(4)]
+    entries = [
+        # Chunk 0 (10 items): item 7 failed for good and was parked; a replay moved it to retrying ...
+        ResultEntry(0, 0, 0, ok=9, failed=0, retrying=1, written_at=later[0], attempt=1, blob="r1"),
+        # ... and its replayed generation succeeded ...
+        ResultEntry(0, 1, 7, ok=1, failed=0, retrying=0, written_at=later[1], attempt=1, blob="r2"),
+        # ... then the original, still within its redelivery window, was delivered again and settled all ten.
+        ResultEntry(0, 0, 0, ok=10, failed=0, retrying=0, written_at=later[2], attempt=2, blob="r3"),
+    ]
+    status, listed = counts_both_ways((10,), entries)
+    assert status == {"total": 10, "succeeded": 10, "failed": 0, "pending": 0}
+    assert listed == status
+
+
+@given(st.data())
+def test_the_batch_list_and_the_status_route_count_every_set_of_records_alike(data):
+    sizes = tuple(data.draw(st.lists(st.integers(1, 6), min_size=1, max_size=3)))
+    entries = []
+    for chunk, size in enumerate(sizes):
+        held = size
+        for gen in range(data.draw(st.integers(1, 3))):
+            # A second attempt at a generation (a redelivery) may settle what the first left to the next one.
+            carried = []
+            for attempt in (1, 2)[: data.draw(st.integers(1, 2))]:
+                ok = data.draw(st.integers(0, held))
+                failed = data.draw(st.integers(0, held - ok))
+                retrying = data.draw(st.integers(0, held - ok - failed))
+                at = ACCEPTED + timedelta(seconds=gen * 2 + attempt)
+                blob = f"b{chunk}.{gen}.{attempt}"
+                entries.append(ResultEntry(chunk, gen, 0, ok, failed, retrying, at, attempt, blob))
+                carried.append(retrying)
+            held = carried[0]
+    status, listed = counts_both_ways(sizes, entries)
+    assert listed == status
+    assert status["succeeded"] + status["failed"] <= status["total"]

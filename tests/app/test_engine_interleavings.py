@@ -245,7 +245,7 @@ async def test_a_duplicate_parked_copy_is_not_replayed_once_its_items_are_no_lon
 
     assert answer["replayed"] == 1
     assert [s["why"] for s in answer["skipped"]] == [
-        "its items are no longer failed (a later attempt settled them, or it was replayed already)"
+        "its items are no longer failed (it was replayed already, or its record is missing)"
     ]
     assert await counts(services, batch_id) == {"total": 3, "succeeded": 3, "failed": 0, "pending": 0}
     assert handlers.calls["bad-1"] == 2, "once failed, once replayed: not twice replayed"

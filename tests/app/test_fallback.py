@@ -145,3 +145,57 @@ async def test_a_deferred_trigger_is_published_again_as_soon_as_service_bus_answ
 
     assert [(e.reason, e.batch_id) for e, _ in publisher.events] == [(Reason.SUBMITTED, batch_id), (Reason.LOOK, None)]
     assert services.deferred.pending() == []
+
+
+async def test_one_partitions_storage_failure_does_not_end_the_tick_for_the_others(configure, monkeypatch):
+    from shared.core.errors import StorageUnavailable
+    from shared.watch import fallback
+
+    services = configure(publisher=RecordingPublisher(), WORK_QUEUE_PARTITIONS="3")
+    first, second, third = services.settings.partition_queues()
+    real = fallback.inspect
+
+    async def inspect(services, queue, deadline):  # the storage outage reaches one partition's queue only
+        if queue == second:
+            raise StorageUnavailable(f"inspect {queue}", "storage is down (injected)")
+        return await real(services, queue, deadline)
+
+    monkeypatch.setattr(fallback, "inspect", inspect)
+    outcomes = await poll(services)
+    assert [(o.queue, o.action) for o in outcomes] == [(first, "idle"), (second, "storage-error"), (third, "idle")]
+
+
+async def test_a_lane_listing_that_fails_after_its_receiver_was_cancelled_is_still_retrieved(configure, monkeypatch):
+    import gc
+
+    from shared.core.errors import StorageUnavailable
+    from shared.core.lanes import LaneOrder
+    from shared.engine import lane_queues
+    from shared.engine.lane_watch import LaneWatch
+
+    services = configure(publisher=RecordingPublisher())
+    queue = services.settings.work_queue
+
+    async def listed(services, queue):  # storage answers slowly, then fails (an outage; injected)
+        await asyncio.sleep(0.05)
+        raise StorageUnavailable("list lanes", "storage is down (injected)")
+
+    monkeypatch.setattr(lane_queues, "listed", listed)
+    unretrieved: list[dict] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _, context: unretrieved.append(context))
+    try:
+        watch = LaneWatch(
+            services, queue, LaneOrder(), time.monotonic,
+            committed=lambda *_: None, woke=lambda *_: None, mid_drain=lambda: False,
+        )  # fmt: skip
+        receiver = asyncio.ensure_future(watch.list_once())
+        await asyncio.sleep(0.01)
+        receiver.cancel()  # the drain ends while the listing is under way
+        await asyncio.sleep(0.1)
+        del watch, receiver  # the drainer is gone: its listing task is collected
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+    assert [c.get("message") for c in unretrieved] == []

@@ -14,7 +14,6 @@ import time
 import pytest
 
 from shared.core import layout
-from shared.core.errors import TriggerUnavailable
 from shared.core.events import Reason, TriggerEvent
 from shared.intake.submit import submit
 from shared.ops.reports import read_batch_status, read_queue_status
@@ -136,17 +135,84 @@ async def test_a_submit_racing_the_look_that_ends_the_chain_is_never_left_withou
     assert chain.token == looks(services.publisher)[-1][0].token
 
 
-async def test_a_look_that_cannot_arm_the_next_one_fails_so_service_bus_delivers_it_again(services):
+async def test_a_look_that_cannot_send_the_next_one_unarms_the_chain_and_this_process_arms_it_later(services):
+    """Failing the look would have Service Bus deliver it 10 times and dead-letter it, its chain "armed" until
+    GRACE_MS past due."""
     batch_id = await submit_one(services)
+    queue = services.settings.work_queue
     [(first, _)] = looks(services.publisher)
+    await services.backoff.save(queue, services.backoff.policy.after_idle(
+        services.backoff.policy.initial(epoch_ms()), now_ms=epoch_ms(), u=0.5))  # fmt: skip
     services.publisher.down = True
 
-    with pytest.raises(TriggerUnavailable):
-        await route(services, first)  # work found, drained here, but the next look cannot be sent
+    report = await route(services, first)  # work found, drained here, but the next look cannot be sent
 
+    assert report.outcome.startswith("look-"), report
     assert (await read_batch_status(services, batch_id))["status"] == "completed", "drained here meanwhile"
+    chain, _ = await lookout.read(services, queue)
+    assert not chain.armed(epoch_ms()), "unarmed at once: the next submit or the deferral arms it"
+    assert services.deferred.pending() == [queue], "this process tries again"
+    assert (await services.backoff.load(queue, epoch_ms())).is_due(epoch_ms()), "the timer's next tick looks"
     services.publisher.down = False
-    assert (await route(services, first)).outcome == "look-idle", "the redelivered look still counts"
+    for _ in range(100):
+        if len(looks(services.publisher)) == 2:
+            break
+        await asyncio.sleep(0.1)
+    [_, (again, _)] = looks(services.publisher)
+    chain, _ = await lookout.read(services, queue)
+    assert chain.token == again.token
+    assert (await route(services, first)).outcome == "look-superseded"
+
+
+async def test_a_look_that_storage_fails_after_it_ended_the_chain_goes_on_when_delivered_again(services, monkeypatch):
+    """The racing submit found the chain armed (so armed nothing); storage then fails at the look's second read.
+    Service Bus delivers the look again: it must go on from its ended write, not find itself superseded."""
+    from shared.core.errors import StorageUnavailable
+
+    await submit_one(services)
+    await drain_all(services)
+    [(first, _)] = looks(services.publisher)
+    real_inspect, real_depth = inspect.inspect, inspect.depth_of
+    elsewhere = another_instance(services)
+    failures = [StorageUnavailable("depth", "storage is down (injected)")]
+
+    async def inspect_then_a_submit_lands(*args, **kwargs):
+        found = await real_inspect(*args, **kwargs)
+        await submit_one(elsewhere)
+        return found
+
+    async def depth_fails_once(*args, **kwargs):
+        if failures:
+            raise failures.pop()
+        return await real_depth(*args, **kwargs)
+
+    monkeypatch.setattr(inspect, "inspect", inspect_then_a_submit_lands)
+    monkeypatch.setattr(inspect, "depth_of", depth_fails_once)
+    try:
+        with pytest.raises(StorageUnavailable):
+            await route(services, first)
+    finally:
+        await elsewhere.storage.close()
+
+    assert (await route(services, first)).outcome == "look-work-arrived"
+    chain, _ = await lookout.read(services, services.settings.work_queue)
+    assert chain.armed(epoch_ms())
+    assert chain.token == looks(services.publisher)[-1][0].token
+
+
+async def test_new_work_is_looked_at_within_the_floor_even_while_the_chain_looks_far_ahead(services):
+    queue = services.settings.work_queue
+    container = await services.storage.ensure_container(services.settings.state_container)
+    far = lookout.Chain(token="0" * 32, look_at_ms=epoch_ms() + 30 * 60 * 1000, interval_ms=30 * 60 * 1000)
+    await write_json(container, layout.look_blob(queue), far.to_json())
+
+    await submit_one(services)
+    await submit_one(services)
+
+    [(armed, ahead_s)] = looks(services.publisher)
+    assert 0 < ahead_s <= FLOOR_MS / 1000, "brought back to the floor, once"
+    chain, _ = await lookout.read(services, queue)
+    assert (chain.token, chain.interval_ms) == (armed.token, FLOOR_MS)
 
 
 async def test_with_service_bus_down_the_look_is_armed_with_the_doorbell_once_it_answers(services):
@@ -158,7 +224,7 @@ async def test_with_service_bus_down_the_look_is_armed_with_the_doorbell_once_it
     services.publisher.down = False
 
     for _ in range(100):
-        if looks(services.publisher):
+        if looks(services.publisher) and not services.deferred.pending():  # the look is sent before it is cleared
             break
         await asyncio.sleep(0.1)
 

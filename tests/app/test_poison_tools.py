@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import Counter
 from typing import Any
 
+import azure.functions as func
 import pytest
 
 from shared.core import layout
@@ -307,3 +309,218 @@ async def test_a_replay_that_meets_service_bus_down_rings_its_doorbell_and_arms_
     assert publisher.reasons() == ["replay", "look"]
     await drain_all(services)
     assert (await read_batch_status(services, batch_id))["status"] == "completed"
+
+
+async def post_replay(app_functions: Any, doc: dict[str, Any]) -> tuple[int, Any]:
+    body = json.dumps(doc).encode()
+    return await call(app_functions, "poison_replay", http_request("POST", "/api/poison/replay", body=body))
+
+
+async def test_a_replay_with_a_malformed_batch_id_or_a_null_background_is_refused_and_stores_no_job(
+    configure, app_functions
+):
+    services = configure(publisher=RecordingPublisher())
+    for doc, named in (
+        ({"batch_id": "../../x", "background": True}, "batch_id"),
+        ({"batch_id": "A" * 32}, "batch_id"),
+        ({"message_ids": ["../x"]}, "message_ids"),
+        ({"background": None}, "background"),
+        ({"rate": None, "background": None}, "background"),
+    ):
+        code, body = await post_replay(app_functions, doc)
+        assert code == 400, (doc, body)
+        assert named in body["error"]["message"], (doc, body)
+    state = await services.storage.ensure_container(services.settings.state_container)
+    assert [b.name async for b in state.list_blobs(name_starts_with="replays/")] == []
+
+
+async def test_an_unpaced_replay_stops_at_its_time_bound_and_says_there_is_more(configure, app_functions, monkeypatch):
+    from shared.ops import replay
+
+    monkeypatch.setattr(replay, "MAX_REPLAY_S", 0.0)  # every call takes one chunk, then its time is up
+    services = configure(
+        publisher=RecordingPublisher(),
+        HANDLER="tests.app.handlers:fail_sevens",
+        MAX_DEQUEUE_COUNT="1",
+        CHUNK_MAX_ITEMS="1",
+    )
+    batch_id = await parked(services)
+    answers = []
+    for _ in range(4):
+        code, answer = await post_replay(app_functions, {"batch_id": batch_id, "rate": None})
+        assert code == 200, answer
+        answers.append((answer["replayed"], answer["more"]))
+    assert answers == [(1, True), (1, True), (1, False), (0, False)], answers
+
+
+def failing(monkeypatch: Any, target: Any, name: str, after: int) -> None:
+    """Storage fails at `target.name` from its call number `after` on (a fault injected where no real outage
+    can be timed this finely; the tests in tests/faults take Azurite down for real)."""
+    from shared.core.errors import StorageUnavailable
+
+    real = getattr(target, name)
+    calls = {"n": 0}
+
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] > after:
+            raise StorageUnavailable(name, "storage is down (injected)")
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(target, name, wrapper)
+
+
+@pytest.mark.parametrize("where", ["lane-mark", "second-chunk"])
+async def test_a_replay_that_fails_part_way_has_already_rung_for_the_chunks_it_put_back(
+    configure, app_functions, monkeypatch, where
+):
+    from shared.engine import lane_queues
+    from shared.ops import replay
+
+    publisher = RecordingPublisher()
+    services = configure(
+        publisher=publisher, HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1", CHUNK_MAX_ITEMS="1"
+    )
+    batch_id = await parked(services)
+    container = await services.storage.ensure_container(services.settings.state_container)
+    await container.delete_blob(layout.look_blob(services.settings.work_queue))  # its submit's chain has ended
+    publisher.events.clear()
+    if where == "lane-mark":
+        failing(monkeypatch, lane_queues, "mark", after=0)
+    else:
+        failing(monkeypatch, replay, "list_entries", after=1)
+    code, answer = await post_replay(app_functions, {"batch_id": batch_id})
+    work = services.storage.queue(services.settings.work_queue)
+    assert (await work.get_queue_properties()).approximate_message_count >= 1, "a chunk went back"
+    assert publisher.reasons() == ["replay", "look"], (code, answer, publisher.reasons())
+
+
+async def test_a_background_step_is_sized_by_time_not_by_count(configure, monkeypatch):
+    from shared.core.events import Reason
+    from shared.ops import replay_jobs
+    from shared.router import route
+
+    monkeypatch.setattr(replay_jobs, "STEP_S", 0.0)  # each step's time is up after its first chunk
+    publisher = RecordingPublisher()
+    services = configure(
+        publisher=publisher, HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1", CHUNK_MAX_ITEMS="1"
+    )
+    batch_id = await parked(services)
+    job = await replay_jobs.start(services, batch_id=batch_id)  # no rate
+    served = 0
+    while served < len(steps := [e for e, _ in publisher.events if e.reason is Reason.REPLAY_STEP]):
+        assert (await route(services, steps[served])).outcome == "replay-step"
+        served += 1
+    view, _ = await replay_jobs.read(services, job.job_id)
+    assert (view.state, view.replayed, view.steps) == ("done", 3, 3), view
+
+
+async def test_a_redelivered_step_that_finds_its_job_held_schedules_a_step_for_when_the_hold_lapses(configure):
+    from shared.core.events import Reason
+    from shared.ops import replay_jobs
+    from shared.router import route
+    from shared.store.storage import read_json, write_json
+
+    publisher = RecordingPublisher()
+    services = configure(publisher=publisher)
+    job = await replay_jobs.start(services, rate=1.0)
+    [(first, _)] = publisher.events
+    # The step's instance died mid-step: its claim stands, nothing else moves the job.
+    state = services.storage.container(services.settings.state_container)
+    doc, etag = await read_json(state, replay_jobs.job_blob(job.job_id))
+    held_until = doc["step_until"] = 4_000_000_000.0
+    await write_json(state, replay_jobs.job_blob(job.job_id), doc, etag=etag)
+
+    report = await route(services, first)  # Service Bus delivers the step again
+    assert report.outcome == "replay-step-skipped"
+    [(again, at)] = publisher.events[1:]
+    assert (again.reason, again.job) == (Reason.REPLAY_STEP, job.job_id)
+    assert at is not None
+    assert at.timestamp() == held_until + 1
+
+
+async def test_finished_replay_jobs_are_deleted_a_week_after_they_finished(configure):
+    from shared.ops import replay_jobs
+
+    services = configure(publisher=RecordingPublisher())
+    old = await replay_jobs.start(services, batch_id="0" * 32)
+    await replay_jobs.step(services, old.job_id)  # nothing matches: done at once
+    running = await replay_jobs.start(services, batch_id="1" * 32)
+    state = services.storage.container(services.settings.state_container)
+    assert await replay_jobs.sweep(state, time.time()) == 0, "a job finished just now is kept"
+    assert await replay_jobs.sweep(state, time.time() + replay_jobs.KEEP_DONE_S + 60) == 1
+    names = [b.name async for b in state.list_blobs(name_starts_with="replays/")]
+    assert names == [replay_jobs.job_blob(running.job_id)]
+
+
+async def test_a_stale_parked_copy_whose_items_a_later_attempt_settled_is_deleted(configure, app_functions):
+    from shared.store import poison_index
+
+    services = configure(
+        publisher=RecordingPublisher(),
+        HANDLER="tests.app.handlers:fail_sevens",
+        MAX_DEQUEUE_COUNT="1",
+        CHUNK_MAX_ITEMS="10",
+    )
+    batch_id = await parked(services)
+    poison_name = services.settings.poison_queue(services.settings.work_queue)
+    state = services.storage.container(services.settings.state_container)
+    copies = await poison_index.find(state, poison_name, batch_id=batch_id, message_ids=None, limit=10)
+    services.handler = handlers.record  # the cause is fixed: replay, and the replayed chunks succeed
+    code, answer = await post_replay(app_functions, {"batch_id": batch_id})
+    assert (code, answer["replayed"]) == (200, 3), answer
+    await drain_all(services)
+    assert (await read_batch_status(services, batch_id))["status"] == "completed"
+    # The same chunks parked twice (a redelivery's second park): copies whose items are settled now.
+    poison = services.storage.queue(poison_name)
+    for entry in copies:
+        sent = await poison.send_message(entry.text)
+        await poison_index.add(
+            state, poison_index.Entry(poison_name, sent.id, sent.pop_receipt, None, batch_id, entry.text)
+        )
+    code, answer = await post_replay(app_functions, {"batch_id": batch_id})
+    assert (code, answer["replayed"], len(answer["skipped"])) == (200, 0, 3), answer
+    assert all("deleted" in s["why"] for s in answer["skipped"]), answer
+    assert (await poison.get_queue_properties()).approximate_message_count == 0
+    assert await poison_index.find(state, poison_name, batch_id=batch_id, message_ids=None, limit=10) == []
+    assert (await read_batch_status(services, batch_id))["items"]["succeeded"] == 30
+
+
+async def test_a_limited_replay_takes_the_oldest_parked_chunks_whatever_their_message_ids(configure):
+    from shared.store import poison_index
+
+    services = configure(publisher=RecordingPublisher())
+    name = services.settings.poison_queue(services.settings.work_queue)
+    state = await services.storage.ensure_container(services.settings.state_container)
+    for message_id in ("f" * 8, "0" * 8, "8" * 8):  # parked in this order; message-id order is another
+        await poison_index.add(state, poison_index.Entry(name, message_id, "r", None, None, "x"))
+        await asyncio.sleep(0.002)
+    oldest = await poison_index.find(state, name, batch_id=None, message_ids=None, limit=2)
+    assert [e.message_id for e in oldest] == ["f" * 8, "0" * 8]
+
+
+async def test_the_parked_listing_pages_through_every_parked_chunk_newest_first(configure, app_functions):
+    services = configure(
+        publisher=RecordingPublisher(), HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1",
+        CHUNK_MAX_ITEMS="1",
+    )  # fmt: skip
+    batch_id = await parked(services)
+
+    async def page(**params: str) -> tuple[int, Any]:
+        request = func.HttpRequest("GET", "http://localhost:7071/api/poison", params=params, body=b"")
+        return await call(app_functions, "poison_list", request)
+
+    code, first = await page(limit="2")
+    assert code == 200, first
+    assert len(first["parked"]) == 2
+    assert first["continuation"]
+    code, second = await page(limit="2", continuation=first["continuation"])
+    assert (code, len(second["parked"]), second["continuation"]) == (200, 1, None), second
+    shown = first["parked"] + second["parked"]
+    assert {p["batch_id"] for p in shown} == {batch_id}
+    assert len({p["message_id"] for p in shown}) == 3
+    times = [p["inserted_on"] for p in shown]
+    assert times == sorted(times, reverse=True), "newest first"
+    for bad in ({"limit": "0"}, {"limit": "1" * 4400}, {"continuation": "x"}, {"limt": "2"}):
+        code, refused = await page(**bad)
+        assert code == 400, (bad, refused)

@@ -43,3 +43,8 @@ def test_the_readme_is_short_and_every_page_it_links_exists():
         assert (ROOT / target).is_file(), f"README links {target}, which does not exist"
     pages = {f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")} - {"docs/README.md"}
     assert pages <= linked, f"pages under docs/ that the README does not link: {sorted(pages - linked)}"
+
+
+def test_the_readme_states_how_long_a_dead_drainers_handler_claim_stops_the_rate():
+    assert "kill -9" in README
+    assert "`LEASE_S` (30 s by default" in README

@@ -159,3 +159,29 @@ async def test_large_submits_beyond_max_large_submits_get_a_503_with_retry_after
     assert second.headers["Retry-After"].isdigit()
     assert answered.status == 202, answered.body
     assert small.status == 202, "small submits are not held back"
+
+
+async def test_a_keyed_retry_of_a_batch_committed_but_never_announced_rings_its_doorbell(configure, monkeypatch):
+    from shared.intake import submit as intake
+
+    publisher = RecordingPublisher()
+    services = configure(publisher=publisher, HANDLER="tests.app.handlers:record", CHUNK_MAX_ITEMS="10")
+    headers = {**HEADERS, "idempotency-key": "died-between-commit-and-doorbell"}
+
+    async def died(*args: Any, **kwargs: Any) -> str:
+        raise SystemExit("the process died after the commit, before its doorbell")
+
+    monkeypatch.setattr(intake, "ring", died)
+    with pytest.raises(SystemExit):
+        await api.submit_batch(BODY, headers)
+    monkeypatch.undo()
+    assert publisher.events == [], "the first submit rang nothing"
+
+    reply = await api.submit_batch(BODY, headers)  # the client retries with its key
+
+    assert reply.status == 202, reply.body
+    assert reply.headers["Idempotent-Replayed"] == "true"
+    assert publisher.reasons() == ["submitted", "look"], "the retry rings the doorbell and arms the look"
+    assert reply.body["trigger"] == "published"
+    report = await Drainer(services, services.settings.work_queue).run()
+    assert report.items_ok == reply.body["items"]
