@@ -328,7 +328,11 @@ class StorageServer:
         for m in queue.messages:
             if m.id == message_id:
                 if m.pop_receipt != receipt:
-                    break
+                    # Held under a newer receipt (received again, or updated): a 400, not a 404 (Azure and Azurite)
+                    raise Answer(
+                        400, "PopReceiptMismatch",
+                        "The specified pop receipt did not match the pop receipt for a dequeued message.",
+                    )  # fmt: skip
                 return m
         raise Answer(404, "MessageNotFound", "The specified message does not exist.")
 
