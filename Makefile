@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PY_OK  := $(VENV)/.installed
 NODE_OK := node_modules/.installed
 
-.PHONY: chromium setup package run test test-fast lint format mypy check clean bench bench-platform bench-quick reliability
+.PHONY: chromium setup package run test test-fast lint format mypy check clean bench bench-platform bench-quick reliability simulate
 
 $(PY_OK): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,13 @@ run: setup
 ## make test: the whole suite against a real Azurite and the real broker started by the fixtures
 test: setup
 	$(BIN)/python -m pytest
+
+## make simulate SEEDS=N [START=S]: the engine in the deterministic simulation, N seeds with faults (sim/);
+## a failing seed prints its scenario and schedule; replay one with: python -m sim --seed K
+SEEDS ?= 1000
+START ?= 0
+simulate: $(PY_OK)
+	PYTHONHASHSEED=0 $(BIN)/python -m sim --seeds $(SEEDS) --start $(START)
 
 ## make package: the deployment zip as `func azure functionapp publish` builds it, installed and indexed in a clean venv
 package: setup

@@ -1,0 +1,161 @@
+"""Service Bus in memory: the trigger queue with scheduled messages, cancellation, peek-lock delivery,
+redelivery and dead-lettering after MaxDeliveryCount, and a `Publisher` the app's code publishes through.
+
+Modelled: immediate and scheduled sends (a sequence number for each scheduled one), cancelling a scheduled
+message (refused once it is enqueued, as the service refuses it), competing receivers that each take one
+message at a time (host.json `maxConcurrentCalls` 1, `prefetchCount` 0), a lock held while the function
+runs (the host renews it) and lost with the instance that held it (redelivered once the lock duration
+passes), `abandon` on a function's exception, dead-lettering once the delivery count passes
+`MAX_DELIVERY_COUNT`. Faults: the namespace away for a span (sends and cancels fail after part of the
+publish timeout, nothing is delivered), a sent message lost, duplicated or delayed.
+
+Not modelled: sessions, duplicate detection, TTL expiry (the app's events never expire before they are
+delivered), message size limits, the AMQP link and its errors (the real publisher's own handling of them is
+tested against the broker stand-in), throttling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from shared.core.errors import TriggerUnavailable
+from shared.core.events import TriggerEvent
+
+MAX_DELIVERY_COUNT = 10
+LOCK_S = 60.0  # the trigger queue's lock duration: a crashed holder's message returns after it
+
+
+@dataclass
+class Delivery:
+    sequence: int
+    body: bytes
+    available_s: float
+    scheduled: bool
+    delivery_count: int = 0
+    holder: object | None = None
+    locked_until_s: float = 0.0
+
+
+@dataclass
+class BusWeather:
+    """What Service Bus does right now (the world's fault plan sets these)."""
+
+    down: Callable[[], bool] = field(default=lambda: False)
+    lose: float = 0.0  # chance that an accepted send is never delivered
+    duplicate: float = 0.0
+    delay_s: float = 0.0  # extra delivery delay, up to this many seconds
+
+
+class Broker:
+    """The trigger queue."""
+
+    def __init__(self, now: Callable[[], float], rng: random.Random, weather: BusWeather) -> None:
+        self.now, self.rng, self.weather = now, rng, weather
+        self.messages: list[Delivery] = []
+        self.dead: list[Delivery] = []
+        self.sent = self.lost = self.duplicated = 0
+        self._sequence = 0
+        self._wake: asyncio.Event = asyncio.Event()
+
+    def _notify(self) -> None:
+        self._wake.set()
+        self._wake = asyncio.Event()
+
+    def send(self, body: bytes, at_s: float | None) -> int:
+        self._sequence += 1
+        sequence = self._sequence
+        self.sent += 1
+        if self.rng.random() < self.weather.lose:
+            self.lost += 1
+            return sequence
+        latency = self.rng.uniform(0.002, 0.03) + self.rng.uniform(0, self.weather.delay_s)
+        available = max(self.now(), at_s or 0.0) + latency
+        self.messages.append(Delivery(sequence, body, available, at_s is not None))
+        if self.rng.random() < self.weather.duplicate:
+            self.duplicated += 1
+            self.messages.append(Delivery(sequence, body, available + self.rng.uniform(0, 2), at_s is not None))
+        self._notify()
+        return sequence
+
+    def cancel(self, sequence: int) -> None:
+        now = self.now()
+        for m in self.messages:
+            if m.sequence == sequence and m.scheduled and m.available_s > now and m.delivery_count == 0:
+                self.messages.remove(m)
+                return
+        if any(m.sequence == sequence for m in self.messages) or sequence <= self._sequence:
+            # Enqueued already (or delivered, or lost): the service answers MessageNotFound.
+            raise TriggerUnavailable(f"cancel scheduled event {sequence}: MessageNotFound")
+
+    async def take(self, holder: object) -> Delivery:
+        """The next deliverable message, locked for `holder` (waits for one)."""
+        while True:
+            now = self.now()
+            if not self.weather.down():
+                for m in self.messages:
+                    if m.available_s <= now and (m.holder is None or m.locked_until_s <= now):
+                        m.delivery_count += 1
+                        if m.delivery_count > MAX_DELIVERY_COUNT:
+                            self.messages.remove(m)
+                            self.dead.append(m)
+                            break
+                        m.holder, m.locked_until_s = holder, now + 1e9  # renewed by the host while it runs
+                        return m
+                else:
+                    m = None
+                if m is not None:
+                    continue
+            waits = [m.available_s if m.holder is None else m.locked_until_s for m in self.messages]
+            later = [w - now for w in waits if w > now]
+            timeout = min([*later, 1.0]) if not self.weather.down() else 0.5
+            wake = self._wake
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), timeout)
+
+    def complete(self, delivery: Delivery) -> None:
+        if delivery in self.messages:
+            self.messages.remove(delivery)
+
+    def abandon(self, delivery: Delivery) -> None:
+        delivery.holder, delivery.locked_until_s = None, 0.0
+        self._notify()
+
+    def holder_lost(self, holder: object) -> None:
+        """The instance holding these locks died: each message returns when its lock would have expired."""
+        now = self.now()
+        for m in self.messages:
+            if m.holder is holder:
+                m.locked_until_s = now + self.rng.uniform(0.0, LOCK_S)
+        self._notify()
+
+
+class SimPublisher:
+    """The `Publisher` one instance uses: its sends reach the broker unless Service Bus is away."""
+
+    def __init__(self, broker: Broker, timeout_s: float, alive: Callable[[], bool]) -> None:
+        self.broker, self.timeout_s, self.alive = broker, timeout_s, alive
+
+    async def _reach(self, what: str) -> None:
+        await asyncio.sleep(self.broker.rng.uniform(0.002, 0.02))
+        if self.broker.weather.down():
+            await asyncio.sleep(self.broker.rng.uniform(0.0, self.timeout_s))
+            raise TriggerUnavailable(f"{what}: simulated: Service Bus is unreachable")
+        if not self.alive():
+            raise asyncio.CancelledError
+
+    async def publish(self, event: TriggerEvent, *, at: datetime | None = None) -> int | None:
+        await self._reach(f"publish {event.reason.value}")
+        sequence = self.broker.send(event.encode(), None if at is None else at.timestamp())
+        return sequence if at is not None else None
+
+    async def cancel(self, sequence_number: int) -> None:
+        await self._reach("cancel scheduled event")
+        self.broker.cancel(sequence_number)
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,160 @@
+"""A run's scenario and fault plan, drawn from its seed: what is submitted where and when, and what goes wrong.
+
+Everything here is data; `Scenario.describe()` prints it with a failing seed, and `Scenario.draw(seed)` gives
+the same scenario for the same seed on any machine.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+MODES = ("ok", "ok", "ok", "ok", "ok", "t1", "t2", "perm")
+
+
+@dataclass(frozen=True)
+class Submit:
+    at_s: float
+    instance: int
+    label: str
+    items: int
+    tenant: str
+    priority: str
+    key: str | None
+    retries: int  # how often the client tries again after no answer or a 5xx (keyed submits only)
+    modes: tuple[str, ...]
+
+    def body(self) -> bytes:
+        items = [{"b": self.label, "n": i, "m": m} for i, m in enumerate(self.modes)]
+        return json.dumps({"items": items}).encode()
+
+
+@dataclass(frozen=True)
+class Span:
+    start_s: float
+    end_s: float
+    kind: str = "down"  # storage: "5xx", "timeout", "lost"
+    rate: float = 1.0  # share of requests hit while it lasts
+
+
+@dataclass(frozen=True)
+class Crash:
+    at_s: float
+    instance: int
+    down_s: float
+
+
+@dataclass
+class Scenario:
+    seed: int
+    faults: bool
+    settings: dict[str, str]
+    skews_s: tuple[float, ...]
+    submits: list[Submit]
+    crashes: list[Crash] = field(default_factory=list)
+    storage_spans: list[Span] = field(default_factory=list)
+    bus_spans: list[Span] = field(default_factory=list)
+    bus_lose: float = 0.0
+    bus_duplicate: float = 0.0
+    bus_delay_s: float = 0.0
+    handler_hang: float = 0.0
+    timer_s: float = 600.0
+
+    @property
+    def fault_end_s(self) -> float:
+        ends = [c.at_s + c.down_s for c in self.crashes]
+        ends += [s.end_s for s in self.storage_spans] + [s.end_s for s in self.bus_spans]
+        ends += [s.at_s for s in self.submits]
+        return max(ends, default=0.0)
+
+    @property
+    def exact(self) -> bool:
+        """No fault that may cost an item an attempt: every item's outcome is known in advance."""
+        return not (self.crashes or self.storage_spans or self.handler_hang or self.bus_spans or self.bus_lose)
+
+    @classmethod
+    def draw(cls, seed: int, *, faults: bool = True) -> Scenario:
+        rng = random.Random(f"scenario-{seed}")
+        instances = rng.randint(1, 3)
+        settings = {
+            "WORK_QUEUE_PARTITIONS": str(rng.choice([1, 1, 2])),
+            "CHUNK_MAX_ITEMS": str(rng.randint(2, 6)),
+            "MAX_DRAINERS_PER_QUEUE": str(rng.randint(1, 3)),
+            "CHUNK_CONCURRENCY": str(rng.randint(1, 4)),
+            "RECEIVERS": str(rng.randint(1, 2)),
+            "RECEIVE_BATCH": str(rng.choice([1, 4, 32])),
+            "VISIBILITY_TIMEOUT_S": str(rng.choice([5, 10, 30])),
+            "DRAIN_BUDGET_S": str(rng.choice([10, 30, 60])),
+            "LEASE_S": "15",
+            "SCALE_OUT_DEPTH": str(rng.choice([2, 50])),
+            "MAX_DEQUEUE_COUNT": str(rng.choice([4, 5])),
+            "RETRY_BASE_DELAY_MS": "500",
+            "RETRY_MAX_DELAY_MS": "4000",
+            "BACKOFF_FLOOR_MS": "5000",
+            "BACKOFF_CEILING_MS": "60000",
+            "PUBLISH_TIMEOUT_S": "3",
+            "HANDLER_MAX_IN_FLIGHT": str(rng.choice([0, 0, 1, 2])),
+        }
+        skews = tuple(rng.uniform(-3.0, 3.0) if faults else 0.0 for _ in range(instances))
+        submits = []
+        for n in range(rng.randint(2, 7)):
+            size = rng.choice([1, 2, 5, 9, 17])
+            keyed = rng.random() < 0.4
+            submits.append(
+                Submit(
+                    at_s=round(rng.uniform(0.0, 40.0), 3),
+                    instance=rng.randrange(instances),
+                    label=f"b{n}",
+                    items=size,
+                    tenant=rng.choice(["", "", "a", "b"]),
+                    priority=rng.choice(["normal", "normal", "high"]),
+                    key=f"key-{seed}-{n}" if keyed else None,
+                    retries=2 if keyed else 0,
+                    modes=tuple(rng.choice(MODES) for _ in range(size)),
+                )
+            )
+        scenario = cls(seed, faults, settings, skews, sorted(submits, key=lambda s: s.at_s))
+        if faults:
+            scenario.add_faults(rng, instances)
+        return scenario
+
+    def add_faults(self, rng: random.Random, instances: int) -> None:
+        for _ in range(rng.choice([0, 1, 1, 2, 3])):
+            self.crashes.append(Crash(round(rng.uniform(0.5, 80.0), 3), rng.randrange(instances), rng.uniform(1, 60)))
+        for _ in range(rng.choice([0, 0, 1, 2])):
+            start = rng.uniform(0.0, 80.0)
+            kind = rng.choice(["5xx", "5xx", "timeout", "lost"])
+            self.storage_spans.append(Span(start, start + rng.uniform(0.5, 25.0), kind, rng.choice([0.2, 0.5, 1.0])))
+        for _ in range(rng.choice([0, 0, 1])):
+            start = rng.uniform(0.0, 80.0)
+            self.bus_spans.append(Span(start, start + rng.uniform(1.0, 30.0)))
+        self.bus_lose = rng.choice([0.0, 0.0, 0.05, 0.2])
+        self.bus_duplicate = rng.choice([0.0, 0.1])
+        self.bus_delay_s = rng.choice([0.0, 2.0])
+        self.handler_hang = rng.choice([0.0, 0.0, 0.0, 0.01])
+        self.crashes.sort(key=lambda c: c.at_s)
+
+    def describe(self) -> str:
+        out: list[Any] = [
+            f"scenario {self.seed}: {len(self.skews_s)} instance(s), skews "
+            + ", ".join(f"{s:+.2f} s" for s in self.skews_s)
+        ]
+        out.append("  settings: " + " ".join(f"{k}={v}" for k, v in sorted(self.settings.items())))
+        for s in self.submits:
+            out.append(
+                f"  submit {s.label} at {s.at_s:.3f} s on i{s.instance}: {s.items} items "
+                f"tenant={s.tenant or '-'} {s.priority} key={s.key} modes={','.join(s.modes)}"
+            )
+        for c in self.crashes:
+            out.append(f"  crash i{c.instance} at {c.at_s:.3f} s for {c.down_s:.1f} s")
+        for sp in self.storage_spans:
+            out.append(f"  storage {sp.kind} ({sp.rate:.0%}) from {sp.start_s:.3f} s to {sp.end_s:.3f} s")
+        for sp in self.bus_spans:
+            out.append(f"  Service Bus away from {sp.start_s:.3f} s to {sp.end_s:.3f} s")
+        out.append(
+            f"  bus: lose {self.bus_lose:.0%}, duplicate {self.bus_duplicate:.0%}, delay up to "
+            f"{self.bus_delay_s:.0f} s; handler hangs {self.handler_hang:.0%}"
+        )
+        return "\n".join(out)

@@ -1,0 +1,588 @@
+"""One simulated run: the world (storage, Service Bus, instances of the function host, a virtual clock), a
+scenario and a fault plan drawn from one seed, the app's real code running in it, and the invariants checked
+during and after the run.
+
+An instance is what a Functions host process is: its own `Services` (its storage clients over the world's
+transport, its publisher, its in-memory state), a Service Bus listener taking one trigger event at a time and
+handing it to the app's router (`shared.router.route`, as `function_app.drain` does), HTTP calls answered by
+the functions the API routes call, and, on one instance at a time, the fallback timer. A crash cancels every
+task the instance started and drops its memory; its held messages return when their locks expire; it comes
+back as a fresh process later. A function that outlives `functionTimeout` ends its instance's worker, as the
+real host's restart does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+import random
+from collections.abc import Awaitable, Coroutine, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from azure.storage.blob.aio import BlobServiceClient
+from azure.storage.queue.aio import QueueServiceClient
+
+from shared.api import ApiResponse, answer, submit_lane
+from shared.batch import envelope
+from shared.batch.results import newest
+from shared.core import layout
+from shared.core.errors import MalformedEvent
+from shared.core.events import TriggerEvent
+from shared.core.settings import Settings
+from shared.handlers import ChunkContext, ChunkResult, ItemOutcome
+from shared.intake.submit import submit
+from shared.ops import reports
+from shared.router import route
+from shared.services import Services
+from shared.store.fallback_state import BackoffStore
+from shared.store.result_store import list_entries
+from shared.store.storage import Storage, configured
+from shared.telemetry.metering import TransactionCounter
+from shared.watch import fallback, lookout
+from sim import storage as simstorage
+from sim.bus import Broker, BusWeather, SimPublisher
+from sim.clock import EPOCH_S, SKEW_S, patched
+from sim.loop import SimLoop, Stalled
+from sim.scenario import Scenario, Submit
+
+log = logging.getLogger(__name__)
+
+INSTANCE: contextvars.ContextVar[Instance | None] = contextvars.ContextVar("sim_instance", default=None)
+FUNCTION_TIMEOUT_S = 300.0  # host.json functionTimeout
+SETTLE_S = 3600.0  # after the last fault, every accepted batch must complete within this
+SESSION_MARGIN_S = 60.0  # a drain session may run past DRAIN_BUDGET_S by finishing its chunks
+
+
+class Violation(AssertionError):
+    """An invariant broken during a run."""
+
+
+def environment(scenario: Scenario) -> dict[str, str]:
+    env = {
+        "AzureWebJobsStorage": simstorage.CONNECTION_STRING,
+        "ServiceBusConnection": "Endpoint=sb://127.0.0.1:9;SharedAccessKeyName=k;SharedAccessKey=s;UseDevelopmentEmulator=true;",
+        "TRIGGER_QUEUE": "trigger",
+        "FALLBACK_SCHEDULE": "0 */10 * * * *",
+        "WORK_QUEUE": "work",
+        "BATCHES_CONTAINER": "batches",
+        "RESULTS_CONTAINER": "results",
+        "STATE_CONTAINER": "state",
+        "HANDLER": "shared.handlers.noop:handle",
+    }
+    env.update(scenario.settings)
+    return env
+
+
+@dataclass
+class HandlerCall:
+    instance: str
+    batch_id: str
+    chunk: int
+    started_s: float
+
+
+class SimHandler:
+    """The user's handler as the world sees it: a downstream shared by every instance, which records each call
+    and decides each item's outcome from the item itself (`sim.scenario` writes the mode into it)."""
+
+    def __init__(self, world: World, instance: Instance) -> None:
+        self.world, self.instance = world, instance
+
+    async def __call__(self, items: Sequence[Any], context: ChunkContext, /) -> ChunkResult:
+        world = self.world
+        world.on_handler_start(self.instance, context)
+        try:
+            await asyncio.sleep(world.rng.uniform(0.001, 0.2))
+            if world.rng.random() < world.scenario.handler_hang:
+                world.note(f"handler hangs on {context.batch_id[:8]}/{context.chunk} at {self.instance.name}")
+                await asyncio.sleep(FUNCTION_TIMEOUT_S * 2)
+            outcomes = []
+            for item in items:
+                key = f"{item['b']}/{item['n']}"
+                seen = world.item_calls.get(key, 0) + 1
+                world.item_calls[key] = seen
+                mode = item["m"]
+                if mode == "perm":
+                    outcomes.append(ItemOutcome.failure("permanent", retryable=False))
+                elif mode.startswith("t") and seen <= int(mode[1:]):
+                    outcomes.append(ItemOutcome.failure("transient"))
+                else:
+                    outcomes.append(ItemOutcome.success(item["n"]))
+            return ChunkResult(outcomes)
+        finally:
+            world.on_handler_end(self.instance)
+
+
+class Instance:
+    """One Functions host process (see the module docstring)."""
+
+    def __init__(self, world: World, name: str, skew_s: float) -> None:
+        self.world, self.name, self.skew_s = world, name, skew_s
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.alive = False
+        self.incarnation = 0
+        self.services: Services | None = None
+        self.in_flight = 0
+
+    def start(self) -> None:
+        world = self.world
+        self.alive, self.incarnation = True, self.incarnation + 1
+        incarnation = self.incarnation
+        transport = simstorage.SimTransport(
+            world.server,
+            world.storage_weather,
+            name=self.name,
+            alive=lambda: self.alive and self.incarnation == incarnation,
+        )
+        counter = TransactionCounter()
+        storage = Storage(world.settings, counter)
+        connection = simstorage.CONNECTION_STRING
+        storage.queues = configured(
+            partial(QueueServiceClient.from_connection_string, connection, raw_request_hook=counter.hook("queue"),
+                    transport=transport)
+        )  # fmt: skip
+        storage.blobs = configured(
+            partial(BlobServiceClient.from_connection_string, connection, raw_request_hook=counter.hook("blob"),
+                    transport=transport)
+        )  # fmt: skip
+        self.services = Services(
+            settings=world.settings,
+            storage=storage,
+            publisher=SimPublisher(world.broker, world.settings.publish_timeout_s, lambda: self.alive),
+            handler=SimHandler(world, self),
+            counter=counter,
+            backoff=BackoffStore(storage, world.settings),
+            watch=lookout.arm,
+        )
+        self.spawn(self.listen(incarnation), "listen")
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        context = contextvars.copy_context()
+        context.run(INSTANCE.set, self)
+        context.run(SKEW_S.set, self.skew_s)
+        return self.world.loop.create_task(coro, name=f"{self.name}: {name}", context=context)
+
+    def crash(self) -> None:
+        self.alive = False
+        self.services = None
+        self.world.broker.holder_lost(self)
+        for task in list(self.tasks):
+            task.cancel()
+        self.in_flight = 0
+
+    async def listen(self, incarnation: int) -> None:
+        """The host's Service Bus trigger: one event at a time to `drain`."""
+        world = self.world
+        while self.alive and self.incarnation == incarnation:
+            delivery = await world.broker.take(self)
+            services = self.services
+            assert services is not None
+            try:
+                event = TriggerEvent.decode(delivery.body)
+                started = world.loop.time()
+                report = await asyncio.wait_for(route(services, event), FUNCTION_TIMEOUT_S)
+                world.on_session(self, event, report, world.loop.time() - started)
+                world.broker.complete(delivery)
+            except MalformedEvent as e:
+                world.note(f"malformed event at {self.name}: {e}")
+                world.broker.abandon(delivery)
+            except TimeoutError:
+                world.note(f"function timeout at {self.name}: the worker restarts")
+                world.spawn(world.restart(self, 5.0), "restart after timeout")
+                return
+            except Exception as e:  # the host logs it and abandons the message, as the real trigger does
+                world.note(f"drain at {self.name} failed: {type(e).__name__}: {str(e)[:120]}")
+                world.broker.abandon(delivery)
+
+
+@dataclass
+class Outcome:
+    """What one run did, and what it broke."""
+
+    seed: int
+    scenario: Scenario
+    violations: list[str]
+    trace: list[str]
+    virtual_s: float
+    accepted: int
+    items: int
+    transactions: int
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def report(self) -> str:
+        lines = [
+            f"seed {self.seed}: {'ok' if self.ok else 'FAILED'} ({self.virtual_s:.0f} virtual s, "
+            f"{self.accepted} batches / {self.items} items accepted, {self.transactions} storage transactions)"
+        ]
+        lines.append(self.scenario.describe())
+        if not self.ok:
+            lines.append("violations:")
+            lines.extend(f"  - {v}" for v in self.violations)
+            lines.append("schedule (last 60 events):")
+            lines.extend(f"  {t}" for t in self.trace[-60:])
+        return "\n".join(lines)
+
+
+class World:
+    def __init__(self, seed: int, scenario: Scenario) -> None:
+        self.seed, self.scenario = seed, scenario
+        self.rng = random.Random(seed)
+        self.loop = SimLoop()
+        self.loop.set_task_factory(self._task_factory)
+        self.settings = Settings.from_env(environment(scenario))
+        self.account = simstorage.Account()
+        self.server = simstorage.StorageServer(self.account, self.world_time, self.rng, observe=self.on_storage)
+        self.storage_weather = simstorage.StorageWeather(self.rng, fault=self.storage_fault)
+        self.bus_weather = BusWeather(down=self.bus_down)
+        self.broker: Broker
+        self.instances = [Instance(self, f"i{n}", s) for n, s in enumerate(scenario.skews_s)]
+        self.trace: list[str] = []
+        self.violations: list[str] = []
+        self.item_calls: dict[str, int] = {}
+        self.in_flight = 0
+        self.answers: dict[str, list[int]] = {}  # batch id -> HTTP statuses its submits answered
+        self.refused: set[str] = set()
+        self.held: dict[str, dict[str, tuple[str, str, int]]] = {}  # instance -> message id -> (batch, attempt, chunk)
+        self.world_tasks: set[asyncio.Task[Any]] = set()
+        self.labels: dict[str, Submit] = {}  # batch id -> the submit that made it
+        self.accepted_items = 0
+
+    # ---- plumbing -------------------------------------------------------------------------------------------
+    def world_time(self) -> float:
+        return EPOCH_S + self.loop.time()
+
+    def _task_factory(self, loop: asyncio.AbstractEventLoop, coro: Any, context: Any = None) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, context=context)
+        owner = context.get(INSTANCE) if context is not None else INSTANCE.get()
+        owned = owner.tasks if owner is not None else self.world_tasks
+        owned.add(task)
+        task.add_done_callback(owned.discard)
+        return task
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        context = contextvars.Context()
+        return self.loop.create_task(coro, name=name, context=context)
+
+    def note(self, text: str) -> None:
+        self.trace.append(f"{self.loop.time():9.3f} {text}")
+
+    def violate(self, text: str) -> None:
+        self.note(f"VIOLATION {text}")
+        self.violations.append(f"t={self.loop.time():.3f}: {text}")
+
+    def now_s(self) -> float:
+        return self.loop.time()
+
+    # ---- faults ---------------------------------------------------------------------------------------------
+    def storage_fault(self, operation: str) -> str | None:
+        now = self.loop.time()
+        for span in self.scenario.storage_spans:
+            if span.start_s <= now < span.end_s and self.rng.random() < span.rate:
+                return span.kind
+        return None
+
+    def bus_down(self) -> bool:
+        now = self.loop.time()
+        return any(s.start_s <= now < s.end_s for s in self.scenario.bus_spans)
+
+    async def restart(self, instance: Instance, after_s: float) -> None:
+        instance.crash()
+        self.note(f"{instance.name} is down (its tasks cancelled, its memory gone)")
+        await asyncio.sleep(after_s)
+        instance.start()
+        self.note(f"{instance.name} started again (incarnation {instance.incarnation})")
+
+    # ---- observations ---------------------------------------------------------------------------------------
+    def on_storage(self, operation: str, instance_name: str | None, detail: Any) -> None:
+        """What the storage server did for whom: received chunk messages are remembered per instance, so a
+        handler call can be matched to the attempt its chunk came from."""
+        if operation == "GetMessages" and instance_name is not None:
+            for message_id, text in detail:
+                try:
+                    header = envelope.decode(text).header
+                except Exception as e:  # a poison copy or a foreign message: not a chunk this check is about
+                    log.debug("message %s is not a chunk: %s", message_id, e)
+                    continue
+                self.held.setdefault(instance_name, {})[message_id] = (header.batch_id, header.attempt, header.chunk)
+
+    def on_handler_start(self, instance: Instance, context: ChunkContext) -> None:
+        self.in_flight += 1
+        instance.in_flight += 1
+        limit = self.settings.handler_max_in_flight
+        if limit and self.in_flight > limit:
+            self.violate(f"{self.in_flight} handler calls in flight, HANDLER_MAX_IN_FLIGHT is {limit}")
+        if context.batch_id in self.refused and not self.answers.get(context.batch_id, []).count(202):
+            self.violate(f"handler called for batch {context.batch_id[:8]}, whose submit was refused")
+        manifest = self.manifest(context.batch_id)
+        candidates = {
+            attempt
+            for (batch, attempt, chunk) in self.held.get(instance.name, {}).values()
+            if batch == context.batch_id and chunk == context.chunk
+        }
+        if manifest is None or manifest.get("state") != "accepted":
+            self.violate(
+                f"handler called for {context.batch_id[:8]}/{context.chunk} while its manifest is "
+                f"{None if manifest is None else manifest.get('state')}"
+            )
+        elif candidates and manifest.get("attempt") not in candidates:
+            self.violate(
+                f"handler called for {context.batch_id[:8]}/{context.chunk} of abandoned attempt "
+                f"{sorted(candidates)} (committed: {manifest.get('attempt')})"
+            )
+        self.note(f"{instance.name} handles {context.batch_id[:8]}/{context.chunk} (attempt {context.attempt})")
+
+    def on_handler_end(self, instance: Instance) -> None:
+        self.in_flight -= 1
+        instance.in_flight -= 1
+
+    def on_session(self, instance: Instance, event: TriggerEvent, report: Any, took_s: float) -> None:
+        self.note(
+            f"{instance.name} {event.reason.value} {event.queue}/{event.slot}: {report.outcome} in {took_s:.1f} s"
+        )
+        bound = self.settings.drain_budget_s + SESSION_MARGIN_S
+        if took_s > bound:
+            self.violate(
+                f"{event.reason.value} session on {instance.name} took {took_s:.0f} s (budget + margin {bound:.0f} s)"
+            )
+
+    def manifest(self, batch_id: str) -> dict[str, Any] | None:
+        blob = self.account.containers.get(self.settings.batches_container, {}).get(layout.manifest_blob(batch_id))
+        return None if blob is None else json_of(blob.data)
+
+    # ---- the run --------------------------------------------------------------------------------------------
+    def live(self) -> list[Instance]:
+        return [i for i in self.instances if i.alive and i.services is not None]
+
+    async def http_submit(self, sub: Submit) -> None:
+        """A client's POST /api/batches, tried again (keyed) after no answer or a 5xx, on any live instance."""
+        for attempt in range(1 + sub.retries):
+            candidates = self.live()
+            if not candidates:
+                await asyncio.sleep(5.0)
+                continue
+            instance = candidates[(sub.instance + attempt) % len(candidates)]
+            done: asyncio.Future[Any] = self.loop.create_future()
+            task = instance.spawn(self._submit_call(instance, sub, done), f"POST /api/batches {sub.label}")
+            try:
+                status, batch_id = await asyncio.wait_for(asyncio.shield(done), 60.0)
+            except (TimeoutError, asyncio.CancelledError):
+                task.cancel()
+                self.note(f"submit {sub.label} on {instance.name}: no answer")
+                await asyncio.sleep(2.0)
+                continue
+            self.note(f"submit {sub.label} on {instance.name}: {status} batch {str(batch_id)[:8]}")
+            if batch_id is not None:
+                self.answers.setdefault(batch_id, []).append(status)
+                self.labels[batch_id] = sub
+            if status == 202 or sub.key is None or status < 500:
+                return
+            await asyncio.sleep(2.0)
+
+    async def _submit_call(self, instance: Instance, sub: Submit, done: asyncio.Future[Any]) -> None:
+        services = instance.services
+        assert services is not None
+        body = sub.body()
+
+        async def call() -> Any:
+            headers = {"x-tenant": sub.tenant} if sub.tenant else {}
+            if sub.priority != "normal":
+                headers["x-priority"] = sub.priority
+            lane = submit_lane(headers, {})
+            submitted = await submit(services, body, content_type="application/json", content_encoding=None,
+                                     idempotency_key=sub.key, lane=lane)  # fmt: skip
+            return ApiResponse(202, {"batch_id": submitted.manifest.batch_id})
+
+        try:
+            response = await answer(call)
+        except asyncio.CancelledError:
+            if not done.done():
+                done.set_exception(asyncio.CancelledError())
+            raise
+        batch_id = response.body.get("batch_id") or response.body.get("error", {}).get("batch_id")
+        if not done.done():
+            done.set_result((response.status, batch_id))
+
+    async def crash_later(self, crash: Any) -> None:
+        await asyncio.sleep(crash.at_s)
+        instance = self.instances[crash.instance]
+        if instance.alive:
+            await self.restart(instance, crash.down_s)
+
+    async def timer(self) -> None:
+        """The fallback timer, on one live instance per tick (the host's singleton lock)."""
+        while True:
+            await asyncio.sleep(self.scenario.timer_s)
+            live = self.live()
+            if not live:
+                continue
+            instance = live[0]
+            services = instance.services
+            assert services is not None
+            instance.spawn(self._tick(instance, services), "fallback_poll")
+
+    async def _tick(self, instance: Instance, services: Services) -> None:
+        try:
+            outcomes = await asyncio.wait_for(fallback.poll(services), FUNCTION_TIMEOUT_S)
+            self.note(f"{instance.name} timer: {[o.action for o in outcomes]}")
+        except TimeoutError:
+            self.note(f"function timeout at {instance.name} (timer)")
+            self.spawn(self.restart(instance, 5.0), "restart after timeout")
+        except Exception as e:
+            self.note(f"timer at {instance.name} failed: {type(e).__name__}: {str(e)[:120]}")
+
+    def work_left(self) -> int:
+        queues = self.account.queues
+        return sum(
+            len(q.messages) for name, q in queues.items() if name.startswith("work") and not name.endswith("-poison")
+        )
+
+    async def drive(self) -> None:
+        self.broker = Broker(self.world_time, self.rng, self.bus_weather)
+        self.bus_weather.lose = self.scenario.bus_lose
+        self.bus_weather.duplicate = self.scenario.bus_duplicate
+        self.bus_weather.delay_s = self.scenario.bus_delay_s
+        for instance in self.instances:
+            instance.start()
+        clients = [
+            self.spawn(self._at(s.at_s, self.http_submit(s)), f"client {s.label}") for s in self.scenario.submits
+        ]
+        for crash in self.scenario.crashes:
+            self.spawn(self.crash_later(crash), "crash")
+        self.spawn(self.timer(), "timer")
+        await asyncio.gather(*clients)
+        end = self.scenario.fault_end_s
+        while self.loop.time() < end or self.work_left():
+            if self.loop.time() > end + SETTLE_S:
+                self.violate(f"{self.work_left()} chunk message(s) still queued {SETTLE_S:.0f} s after the last fault")
+                break
+            await asyncio.sleep(5.0)
+        self.note("quiet: checking the outcome through the status route and the batch list")
+        for instance in self.instances:
+            if not instance.alive:
+                instance.start()
+        await self.final_checks()
+
+    @staticmethod
+    async def _at(at_s: float, coro: Awaitable[None]) -> None:
+        await asyncio.sleep(at_s)
+        await coro
+
+    async def final_checks(self) -> None:
+        instance = self.live()[0]
+        services = instance.services
+        assert services is not None
+        self.storage_weather.fault = lambda operation: None
+        accepted = {
+            name.split("/")[0]: json_of(blob.data)
+            for name, blob in self.account.containers.get(self.settings.batches_container, {}).items()
+            if name.endswith("/manifest.json") and json_of(blob.data).get("state") == "accepted"
+        }
+        self.accepted_items = sum(int(m["items"]) for m in accepted.values())
+        statuses: dict[str, dict[str, Any]] = {}
+        for batch_id, manifest in sorted(accepted.items()):
+            status = await reports.read_batch_status(services, batch_id)
+            statuses[batch_id] = status
+            items = status["items"]
+            if status["status"] not in ("completed", "completed_with_failures") or items["pending"]:
+                self.violate(f"batch {batch_id[:8]} accepted but {status['status']} with {items['pending']} pending")
+            entries = newest(await list_entries(services.storage.container(self.settings.results_container), batch_id))
+            per_chunk: dict[int, int] = {}
+            for e in entries:
+                per_chunk[e.chunk] = per_chunk.get(e.chunk, 0) + e.ok + e.failed
+            sizes = manifest.get("chunk_sizes")
+            for chunk, settled in per_chunk.items():
+                if sizes is not None and settled > sizes[chunk]:
+                    self.violate(
+                        f"batch {batch_id[:8]} chunk {chunk}: {settled} outcomes recorded for {sizes[chunk]} items"
+                    )
+            sub = self.labels.get(batch_id)
+            if sub is not None:
+                perm = sub.modes.count("perm")
+                if items["failed"] < perm:
+                    self.violate(f"batch {batch_id[:8]}: {items['failed']} failed, but {perm} items always fail")
+                if self.scenario.exact and (items["succeeded"], items["failed"]) != (sub.items - perm, perm):
+                    self.violate(
+                        f"batch {batch_id[:8]} ({sub.label}): {items['succeeded']} ok / {items['failed']} "
+                        f"failed, expected {sub.items - perm} / {perm} in a run without faults"
+                    )
+        listed: dict[str, dict[str, Any]] = {}
+        continuation = None
+        while True:
+            page = await reports.read_batch_page(services, 50, continuation)
+            listed.update({b["batch_id"]: b for b in page["batches"]})
+            continuation = page["continuation"]
+            if not continuation:
+                break
+        for batch_id, status in statuses.items():
+            row = listed.get(batch_id)
+            if row is None:
+                self.violate(f"batch {batch_id[:8]} accepted but missing from the batch list")
+            elif row["items"] != status["items"]:
+                self.violate(f"batch {batch_id[:8]}: the list says {row['items']}, the status route {status['items']}")
+        for batch_id, answered in self.answers.items():
+            if 202 in answered or not answered:
+                continue
+            if batch_id in accepted and all(s >= 500 for s in answered) and len(answered) == self.tries(batch_id):
+                self.violate(f"batch {batch_id[:8]}: every submit answered {answered}, yet it is accepted")
+        for batch_id, sub in self.labels.items():
+            if 202 in self.answers.get(batch_id, []) and batch_id not in accepted:
+                self.violate(f"batch {batch_id[:8]} ({sub.label}) answered 202 but its manifest is not accepted")
+
+    def tries(self, batch_id: str) -> int:
+        sub = self.labels.get(batch_id)
+        return 0 if sub is None else 1 + sub.retries
+
+
+def json_of(data: bytes) -> dict[str, Any]:
+    doc = json.loads(data)
+    return doc if isinstance(doc, dict) else {}
+
+
+def run(seed: int, *, faults: bool = True, scenario: Scenario | None = None) -> Outcome:
+    """One seed, one exact schedule: the scenario it draws, run in a fresh world; the invariants it broke."""
+    scenario = scenario or Scenario.draw(seed, faults=faults)
+    world = World(seed, scenario)
+    with patched(random.Random(f"app-{seed}")):
+        asyncio.set_event_loop(world.loop)
+        try:
+            main = world.loop.create_task(world.drive(), context=contextvars.Context())
+            world.loop.run_until_complete(_bounded(main, world))
+        except Stalled as e:
+            world.violate(f"stalled: {e}")
+        except Violation as e:
+            world.violate(str(e))
+        finally:
+            _shutdown(world.loop)
+            asyncio.set_event_loop(None)
+    accepted = sum(1 for a in world.answers.values() if 202 in a)
+    return Outcome(seed, scenario, world.violations, world.trace, world.loop.time(), accepted,
+                   world.accepted_items, sum(world.account.transactions.values()))  # fmt: skip
+
+
+async def _bounded(main: asyncio.Task[None], world: World) -> None:
+    limit = world.scenario.fault_end_s + SETTLE_S + 3600
+    try:
+        await asyncio.wait_for(main, limit)
+    except TimeoutError:
+        world.violate(f"the run did not end within {limit:.0f} virtual s")
+
+
+def _shutdown(loop: SimLoop) -> None:
+    for _ in range(5):
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        if not pending:
+            break
+        for task in pending:
+            task.cancel()
+        try:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        except Stalled:
+            break
+    loop.close()
