@@ -41,9 +41,11 @@ setup: $(PY_OK) $(NODE_OK) local.settings.json chromium
 run: setup
 	$(BIN)/python -m devstack run
 
-## make test: the whole suite against a real Azurite and the real broker started by the fixtures
+## make test: the whole suite against a real Azurite and the real broker started by the fixtures, on
+## TEST_WORKERS pytest-xdist workers (each starts its own services on free ports; a file's tests stay together)
+TEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 ## make simulate SEEDS=N [START=S]: the engine in the deterministic simulation, N seeds with faults (sim/);
 ## a failing seed prints its scenario and schedule; replay one with: python -m sim --seed K
