@@ -75,6 +75,13 @@ class LaneWatch:
             except StorageError as e:  # best effort: the lanes already known are served meanwhile
                 log.warning("listing the lanes of %s failed; trying again later: %s", self.queue_name, e)
 
+    async def stop(self) -> None:
+        """The session ends: a listing still running is cancelled, so it wakes nothing after the lease is gone."""
+        listing, self._listing = self._listing, None
+        if listing is not None and not listing.done():
+            listing.cancel()
+            await asyncio.gather(listing, return_exceptions=True)
+
     async def list(self) -> None:
         self.listed_at = self.clock()
         self._handled_at_listing = self.handled
