@@ -28,6 +28,7 @@ HASHED = re.compile(r"^[0-9a-f]{23}$")  # 92 bits of SHA-256: no two tenants of 
 HASHED_PREFIX = "#"  # a Lane's tenant when only its queue name is known (no id has this character)
 LANE_SUFFIX_MAX = len("-hx-") + 23  # the longest a lane's name adds to its partition's (as `-h-` + 24)
 HIGH_BURST = 4  # high pages in a row at most while a normal lane waits: normal lanes get >= 1 page in 5
+STORING = "s"  # the last part of a mark a submit writes before it stores
 EMPTY_RECHECK_S = 5.0  # a lane that gave work this session is looked at again this often while the drain goes on
 
 
@@ -143,16 +144,18 @@ class LaneOrder:
         woken = []
         for name, (lane, stamp) in found.items():
             state = self.lanes.get(name)
+            # A submit still storing: its chunks would only be put back until its commit marks the lane again.
+            waits = mid_drain and (stamp is None or storing(stamp)) and name != lane.partition
             if state is None:
-                waits = mid_drain and stamp is None and name != lane.partition
                 self.lanes[name] = LaneState(lane, stamp, now + self.recheck_s if waits else 0.0)
                 if not waits:
                     woken.append(name)
             elif stamp != state.stamp:  # a submit since the last listing, whether or not the lane was due
                 state.stamp = stamp
-                state.due_at = 0.0
+                state.due_at = min(state.due_at, now + self.recheck_s) if waits else 0.0
                 state.came_back_empty = False
-                woken.append(name)
+                if not waits:
+                    woken.append(name)
             if state is not None and lane.tenant != state.lane.tenant:
                 state.lane = lane  # its mark now names the tenant
         return woken
@@ -239,11 +242,18 @@ class LaneOrder:
         return sorted(n for n, s in self.lanes.items() if quiet.get(n) != (s.stamp or ""))
 
 
-def mark_text(epoch_ms: int, nonce: str, committed: tuple[str, str] | None = None) -> str:
+def mark_text(epoch_ms: int, nonce: str, committed: tuple[str, str] | None = None, *, storing: bool = False) -> str:
     """A lane's mark: when (for a submit's, the batch's acceptance) and by which writer, and the batch and attempt
-    a submit committed (queue metadata: ASCII)."""
+    a submit committed, or that a submit is storing into it (queue metadata: ASCII)."""
     stamp = f"{epoch_ms}-{nonce}"
+    if storing:
+        return f"{stamp}-{STORING}"
     return stamp if committed is None else f"{stamp}-{committed[0]}-{committed[1]}"
+
+
+def storing(mark: str | None) -> bool:
+    """Whether a mark is a submit's before it stores (its batch not committed yet)."""
+    return (mark or "").endswith("-" + STORING)
 
 
 def committed_in(mark: str | None) -> tuple[str, str, int] | None:

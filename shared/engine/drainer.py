@@ -87,6 +87,7 @@ class Drainer:
         self._lease: DrainLease | None = None  # while a session's receivers run
         self._receivers: set[asyncio.Task[str]] = set()
         self.quiet: dict[str, str] = {}  # the partition's quiet record, as this session read it
+        self._quiet_read: tuple[dict[str, str], str | None] = ({}, None)  # and its ETag
         self._held = 0  # messages received and not yet handled
         self._express_open: set[str] = set()  # lanes with an express page being received or handled
 
@@ -203,7 +204,8 @@ class Drainer:
         self._receivers = set()
         if not self.lanes.recently_listed():  # not again right after the look that found work
             await self.lanes.list_once()
-        self.quiet = await lane_queues.read_quiet(self.state, self.queue_name)
+        self._quiet_read = await lane_queues.read_quiet_versioned(self.state, self.queue_name)
+        self.quiet = dict(self._quiet_read[0])
         self.order.start(self.quiet)  # a lane found empty at its mark costs this session nothing
         self._lease = lease
         self._spawn_receiver(lease)
@@ -303,7 +305,8 @@ class Drainer:
                 if await lane_queues.confirmed_empty(self.s, name, stamp):
                     found[name] = stamp or ""
             if found:
-                await lane_queues.record_quiet(self.state, self.queue_name, found, set(self.order.lanes))
+                lanes = set(self.order.lanes)
+                await lane_queues.record_quiet(self.state, self.queue_name, found, lanes, self._quiet_read)
                 self.quiet |= found
         except StorageError as e:
             log.info("lanes of %s not recorded quiet: %s", self.queue_name, e)

@@ -56,12 +56,14 @@ async def mark(
     accepted_ms: int | None = None,
     *,
     tenant: str | None = None,
+    storing: bool = False,
 ) -> None:
     """Say a submit (or a replay) writes to the lane `name`. `committed`: the batch id and the attempt it
     committed at `accepted_ms`, which a drainer that lists the mark takes as read
     (`shared.core.lanes.committed_in`), so the batch's first chunk needs no manifest read. `tenant`: the id the
-    mark keeps (read from the old mark when not given, for a lane named by a hash)."""
-    stamp = mark_text(accepted_ms or int(time.time() * 1000), uuid.uuid4().hex[:8], committed)
+    mark keeps (read from the old mark when not given, for a lane named by a hash). `storing`: a submit's mark
+    before it stores (`shared.core.lanes.storing`)."""
+    stamp = mark_text(accepted_ms or int(time.time() * 1000), uuid.uuid4().hex[:8], committed, storing=storing)
     queue = services.storage.queue(name)
     if tenant is None and HASHED_NAME.search(name):
         with contextlib.suppress(ResourceMissing):
@@ -114,10 +116,10 @@ def quiet_blob(partition: str) -> str:
 
 async def read_quiet(state: ContainerClient, partition: str) -> dict[str, str]:
     """Lane name: the mark it was last found empty at ("" for none). Best effort: unreadable means none."""
-    return (await _read_quiet(state, partition))[0]
+    return (await read_quiet_versioned(state, partition))[0]
 
 
-async def _read_quiet(state: ContainerClient, partition: str) -> tuple[dict[str, str], str | None]:
+async def read_quiet_versioned(state: ContainerClient, partition: str) -> tuple[dict[str, str], str | None]:
     try:
         doc, etag = await read_json(state, quiet_blob(partition))
     except ResourceMissing:
@@ -141,17 +143,29 @@ async def confirmed_empty(services: Services, name: str, stamp: str | None) -> b
     return not properties.approximate_message_count and (properties.metadata or {}).get(MARK) == stamp
 
 
-async def record_quiet(state: ContainerClient, partition: str, found_empty: dict[str, str], lanes: set[str]) -> None:
-    """Add lanes confirmed empty (name: mark) to the partition's quiet record, dropping lanes no longer listed
-    (`lanes`): one read and one write, with its ETag. Best effort: a lane left out is received from once more."""
-    quiet, etag = await _read_quiet(state, partition)
-    merged = {n: m for n, m in quiet.items() if n in lanes} | found_empty
-    if merged == quiet:
-        return
-    try:
-        await write_json(state, quiet_blob(partition), {"quiet": merged}, etag=etag, create_only=etag is None)
-    except (StorageError, PreconditionFailed, ResourceConflict) as e:
-        log.info("quiet record of %s not written (its lanes are looked at once more): %s", partition, e)
+async def record_quiet(
+    state: ContainerClient,
+    partition: str,
+    found_empty: dict[str, str],
+    lanes: set[str],
+    read: tuple[dict[str, str], str | None],
+) -> None:
+    """Add lanes confirmed empty (name: mark) to the partition's quiet record as `read` (its content and ETag),
+    dropping lanes no longer listed (`lanes`): one write; if another drainer wrote it since, one more read and
+    write. Best effort: a lane left out is received from once more."""
+    quiet, etag = read
+    for _ in range(2):
+        merged = {n: m for n, m in quiet.items() if n in lanes} | found_empty
+        if merged == quiet:
+            return
+        try:
+            await write_json(state, quiet_blob(partition), {"quiet": merged}, etag=etag, create_only=etag is None)
+            return
+        except (PreconditionFailed, ResourceConflict):
+            quiet, etag = await read_quiet_versioned(state, partition)
+        except StorageError as e:
+            log.info("quiet record of %s not written (its lanes are looked at once more): %s", partition, e)
+            return
 
 
 # -- tenants -------------------------------------------------------------------------------------------------------

@@ -227,7 +227,7 @@ async def premark_lanes(services: Services, lanes: Sequence[str], tenant: str) -
     a failure fails the submit before it stored anything)."""
     for name in lanes:
         await services.storage.ensure_queue(name)
-    await asyncio.gather(*(lane_queues.mark(services, name, tenant=tenant) for name in lanes))
+    await asyncio.gather(*(lane_queues.mark(services, name, tenant=tenant, storing=True) for name in lanes))
 
 
 async def mark_lanes(
