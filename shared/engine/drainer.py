@@ -261,6 +261,12 @@ class Drainer:
                 continue
             lane = self.order.next(self.clock())
             if lane is None:
+                resumes = self.pause.soonest(self.clock())
+                if resumes is not None and resumes < self.deadline:
+                    # A paused lane's chunks were put back for its pause: wait it out (within the budget) rather
+                    # than end the session while they are hidden.
+                    await asyncio.sleep(resumes - self.clock() + PAUSE_MARGIN_S)
+                    continue
                 return "empty"  # every lane came back empty (each is looked at again by the session's end)
             if self.pause.active(lane, self.clock()):
                 # Its downstream is overloaded: its chunks wait out the back-off, the other lanes go on.

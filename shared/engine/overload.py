@@ -37,6 +37,11 @@ class OverloadPause:
     def remaining_s(self, lane: str, now: float) -> float:
         return max(0.0, self.until(lane) - now)
 
+    def soonest(self, now: float) -> float | None:
+        """When the first pause still running ends (None: none is)."""
+        ends = [s.until for s in self._lanes.values() if s.until > now]
+        return min(ends) if ends else None
+
     def signal(self, lane: str, now: float, retry_after_s: float | None, started: float) -> int:
         """A chunk of `lane` that started at `started` reports an overload: a new signal (the chunk started
         after the last pause began) extends the pause; answers the pause still to wait, in whole seconds."""
