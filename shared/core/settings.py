@@ -119,6 +119,9 @@ class Settings:
     # Handler limits for the whole app, every drainer on every instance together (0: none; shared.engine.limits).
     handler_items_per_s: float = field(default=0.0, metadata=env("HANDLER_ITEMS_PER_S", minimum=0))
     handler_max_in_flight: int = field(default=0, metadata=env("HANDLER_MAX_IN_FLIGHT", minimum=0))
+    # Tenants with lanes at most (a submit naming another: a JSON 409). Each tenant has up to two lanes per
+    # partition; at most 2,400 keeps a partition's listing one page (5,000 queues), one transaction.
+    max_tenants: int = field(default=500, metadata=env("MAX_TENANTS", minimum=1, maximum=2_400))
     # fallback poller
     backoff_floor_ms: int = field(default=60_000, metadata=env("BACKOFF_FLOOR_MS", minimum=100))
     backoff_ceiling_ms: int = field(default=1_800_000, metadata=env("BACKOFF_CEILING_MS", minimum=100))
@@ -156,7 +159,7 @@ class Settings:
         if len(longest) + LANE_SUFFIX_MAX > QUEUE_NAME_MAX:
             raise SettingsError(
                 "WORK_QUEUE",
-                f"{longest!r} leaves no room for a tenant's lane (`<queue>-h-<tenant>`, tenants up to 24 characters): "
+                f"{longest!r} leaves no room for a tenant's lane (`<queue>-hx-<hash>`, 27 characters): "
                 f"at most {QUEUE_NAME_MAX - LANE_SUFFIX_MAX} characters with its partition number",
             )
         for variable in ("BATCHES_CONTAINER", "RESULTS_CONTAINER", "STATE_CONTAINER"):

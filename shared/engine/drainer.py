@@ -37,7 +37,7 @@ from shared.engine.limits import HandlerLimits
 from shared.engine.overload import OverloadPause
 from shared.engine.receiving import receive_page
 from shared.engine.report import DrainReport
-from shared.engine.settling import Settler
+from shared.engine.settling import MAX_SKIPS, Settler
 from shared.engine.visibility import keeping_invisible
 from shared.engine.wakeups import SCALE_CHECK_S, WAKE_MARGIN_MS, Wakeups
 from shared.services import Services
@@ -78,8 +78,9 @@ class Drainer:
         self.report = DrainReport(queue, slot, reason.value)
         self.wakeups = Wakeups(services, queue, slot, self.report, clock)
         self._lease_held_until: datetime | None = None  # a lease this drainer could not release expires then
-        self.pause = OverloadPause()  # the handler's downstream is overloaded: no chunk starts before its end
+        self.pause = OverloadPause()  # per lane: its handler's downstream is overloaded, no chunk of it starts
         self._storage_failed = False
+        self._starved = False  # a drainer past slot 0 with no share of the handler limits ends
         self.order = LaneOrder()  # the queue's lanes (`shared.core.lanes`), and whose turn it is
         self.order.add(Lane(queue))
         self.lanes = LaneWatch(
@@ -87,6 +88,10 @@ class Drainer:
         )
         self._lease: DrainLease | None = None  # while a session's receivers run
         self._receivers: set[asyncio.Task[str]] = set()
+        self.quiet: dict[str, str] = {}  # the partition's quiet record, as this session read it
+        self._quiet_read: tuple[dict[str, str], str | None] = ({}, None)  # and its ETag
+        self._held = 0  # messages received and not yet handled
+        self._express_open: set[str] = set()  # lanes with an express page being received or handled
 
     # -- the session -----------------------------------------------------------------------------------------
 
@@ -149,6 +154,9 @@ class Drainer:
                 return
             if more is None:  # the lease is someone else's: they will look again after releasing it
                 return
+            if self._starved:  # the drainers that have a share go on; this one is not recruited again
+                self.report.outcome = "starved"
+                return
             if more or self._out_of_time():
                 if self._storage_failed:
                     # Storage is failing: come back a little later rather than spin on it.
@@ -179,6 +187,7 @@ class Drainer:
         watchdog = asyncio.create_task(self.wakeups.schedule_watchdog(), name=f"watchdog {self.queue_name}/{self.slot}")
         try:
             more = await self._drain(lease)
+            await self._record_quiet()
         finally:
             if self.chunks.limits is not None:
                 await self.chunks.limits.release()
@@ -192,11 +201,14 @@ class Drainer:
 
     async def _drain(self, lease: DrainLease) -> bool:
         """Receivers start at one and grow (up to RECEIVERS) while pages come back full."""
-        self._slots = FairSlots(self.settings.chunk_concurrency, self.queue_name)
+        high_burst = self.order.high_burst * self.settings.receive_batch
+        self._slots = FairSlots(self.settings.chunk_concurrency, self.queue_name, high_burst=high_burst)
         self._receivers = set()
-        self.order.wake_all()
         if not self.lanes.recently_listed():  # not again right after the look that found work
             await self.lanes.list_once()
+        self._quiet_read = await lane_queues.read_quiet_versioned(self.state, self.queue_name)
+        self.quiet = dict(self._quiet_read[0])
+        self.order.start(self.quiet)  # a lane found empty at its mark costs this session nothing
         self._lease = lease
         self._spawn_receiver(lease)
         watcher = asyncio.create_task(self.lanes.watch(), name=f"lanes {self.queue_name}/{self.slot}")
@@ -210,13 +222,16 @@ class Drainer:
                     more = more or ending != "empty"
                     if ending == "failed":
                         self._storage_failed = True
+                    if ending == "starved":
+                        self._starved = True
         finally:
-            # Cancelled (the function timed out) or failed: no receiver may outlive the session and its lease.
+            # Cancelled (the function timed out) or failed: no receiver, listing or express page may outlive the
+            # session and its lease (nothing starts one once `_lease` is None).
+            self._lease = None
             watcher.cancel()
             for task in self._receivers:
                 task.cancel()
-            await asyncio.gather(watcher, *self._receivers, return_exceptions=True)
-            self._lease = None
+            await asyncio.gather(watcher, self.lanes.stop(), *self._receivers, return_exceptions=True)
             await self.results.cancel()
         return more
 
@@ -238,13 +253,27 @@ class Drainer:
         while True:
             if self._out_of_time() or lease.lost.is_set():
                 return "more"
+            limits = self.chunks.limits
+            if limits is not None and not limits.may_receive(self.clock()):
+                # No share of the handler limits now: receive nothing (it would only wait hidden). A drainer
+                # past slot 0 whose fair part is nothing ends instead, so the shares of those that go on grow;
+                # one whose fair part the others still claim waits for them to yield it at their next count.
+                if self.slot != 0 and limits.starved():
+                    return "starved"
+                await limits.wait_for_share(self.deadline)
+                continue
             lane = self.order.next(self.clock())
             if lane is None:
+                resumes = self.pause.soonest(self.clock())
+                if resumes is not None and resumes < self.deadline:
+                    # A paused lane's chunks were put back for its pause: wait it out (within the budget) rather
+                    # than end the session while they are hidden.
+                    await asyncio.sleep(resumes - self.clock() + PAUSE_MARGIN_S)
+                    continue
                 return "empty"  # every lane came back empty (each is looked at again by the session's end)
-            if self.pause.active(self.clock()):
-                # Downstream overloaded: wait out the back-off (within the budget) instead of receiving the
-                # chunks that were just put back, or ending the session while they are hidden.
-                await asyncio.sleep(max(0.0, min(self.pause.until, self.deadline) - self.clock()) + PAUSE_MARGIN_S)
+            if self.pause.active(lane, self.clock()):
+                # Its downstream is overloaded: its chunks wait out the back-off, the other lanes go on.
+                self.order.pause(lane, self.pause.until(lane) + PAUSE_MARGIN_S)
                 continue
             try:
                 page = await self._receive(lane)
@@ -254,8 +283,7 @@ class Drainer:
             if not page:
                 self.order.emptied(lane, self.clock())
                 continue
-            self.report.messages += len(page)
-            self.wakeups.meter.add(len(page))
+            self.order.gave(lane)
             if len(page) == self.settings.receive_batch:
                 # Grow only while the handlers keep up: a receiver whose page would wait for a chunk slot
                 # only hides messages that another instance's drainer could be working on.
@@ -267,16 +295,41 @@ class Drainer:
     def _out_of_time(self) -> bool:
         return self.clock() >= self.deadline
 
-    async def _receive(self, lane: str) -> list[Received]:
-        page, visible_at = await receive_page(self.s.storage, self.settings, lane, self.chunks.limits, self.clock)
+    async def _receive(self, lane: str, most: int | None = None) -> list[Received]:
+        page, visible_at = await receive_page(self.s.storage, self.settings, lane, self.chunks.limits, self.clock, most)
         if page:
             self.wakeups.note_visible(visible_at)
+            self._held += len(page)
+            self.report.messages += len(page)
+            self.wakeups.meter.add(len(page))
         return page
 
+    async def _record_quiet(self) -> None:
+        """Lanes this session found empty at a mark the quiet record does not hold: one depth read each (hidden
+        messages count), then one write of the record if any is confirmed. Best effort."""
+        found: dict[str, str] = {}
+        try:
+            for name in self.order.to_confirm(self.quiet):
+                stamp = self.order.lanes[name].stamp
+                if await lane_queues.confirmed_empty(self.s, name, stamp):
+                    found[name] = stamp or ""
+            if found:
+                lanes = set(self.order.lanes)
+                await lane_queues.record_quiet(self.state, self.queue_name, found, lanes, self._quiet_read)
+                self.quiet |= found
+        except StorageError as e:
+            log.info("lanes of %s not recorded quiet: %s", self.queue_name, e)
+
     async def _has_visible_work(self) -> bool:
-        """After the lease is released: does any lane hold work now (a listing, then a peek per lane)?"""
+        """After the lease is released: does any lane hold work now? A listing, then a peek per lane that may
+        (not quiet at its mark: it gave work, or a submit marked it since)."""
         await self.lanes.list()
-        return await lane_queues.any_visible(self.s, sorted(self.order.lanes))
+        return await lane_queues.any_visible(self.s, self.order.maybe_holding(self.quiet))
+
+    def hold_max(self) -> int:
+        """The most messages this drainer's receivers hold at once; express pages only fill what they leave of
+        it, so a drainer never holds more than twice this (256 at the defaults)."""
+        return self.settings.receivers * self.settings.receive_batch
 
     # -- the queue's lanes (`shared.engine.lane_watch`) -------------------------------------------------------
 
@@ -292,28 +345,39 @@ class Drainer:
         if mid_drain and lease is not None:
             log.info("lanes of %s with new work: %s", self.queue_name, ", ".join(woken))
             for lane in woken:  # now, not after the pages every receiver has in hand
-                task = asyncio.create_task(self._express(lease, lane), name=f"express {lane}/{self.slot}")
+                room = self.hold_max() - self._held
+                # At most one express page per lane at a time, within what the receivers leave of hold_max, in
+                # the lanes' order (HIGH_BURST); a lane not taken here stays due for the receivers.
+                if lane in self._express_open or room <= 0 or not self.order.may_take(lane, self.clock()):
+                    continue
+                self._express_open.add(lane)
+                task = asyncio.create_task(self._express(lease, lane, room), name=f"express {lane}/{self.slot}")
                 self._receivers.add(task)
 
-    async def _express(self, lease: DrainLease, lane: str) -> str:
+    async def _express(self, lease: DrainLease, lane: str, room: int) -> str:
         """One page from a lane a listing found with new work while the receivers are busy with their pages: a
         small tenant's batch waits for a listing, not for the pages another tenant's receivers hold."""
-        if self._out_of_time() or lease.lost.is_set() or self.pause.active(self.clock()):
-            return "more"
         try:
-            page = await self._receive(lane)
-        except StorageError as e:
-            log.warning("receiving from %s failed: %s", lane, e)
-            return "more"
-        full = len(page) == self.settings.receive_batch
-        if not full:  # it held less than a page: the receivers need not look until its next mark
-            self.order.emptied(lane, self.clock())
-        if not page:
-            return "empty"
-        self.report.messages += len(page)
-        self.wakeups.meter.add(len(page))
-        await asyncio.gather(*(self._handle(item) for item in page))
-        return "more" if full else "empty"
+            limits = self.chunks.limits
+            if self._out_of_time() or lease.lost.is_set() or self.pause.active(lane, self.clock()):
+                return "more"
+            if limits is not None and not limits.may_receive(self.clock()):
+                return "more"
+            try:
+                page = await self._receive(lane, room)
+            except StorageError as e:
+                log.warning("receiving from %s failed: %s", lane, e)
+                return "more"
+            full = len(page) == min(room, self.settings.receive_batch)
+            if not full:  # it held less than a page: the receivers need not look until its next mark
+                self.order.emptied(lane, self.clock())
+            if not page:
+                return "empty"
+            self.order.gave(lane)
+            await asyncio.gather(*(self._handle(item) for item in page))
+            return "more" if full else "empty"
+        finally:
+            self._express_open.discard(lane)
 
     # -- one message, while this drainer holds it ----------------------------------------------------------------
 
@@ -337,6 +401,7 @@ class Drainer:
             log.exception("chunk message %s on %s failed unexpectedly", item.message.id, self.queue_name)
         finally:
             self.lanes.handled += 1
+            self._held -= 1
 
     async def _process(self, item: Received) -> None:
         """Decode, admit and run the handler holding a slot (CHUNK_CONCURRENCY); settle after releasing it,
@@ -379,9 +444,11 @@ class Drainer:
         if verdict in (Admission.CANCELLED, Admission.EXPIRED):
             await self._discard(item, msg, verdict)
             return None
-        if self.pause.active(self.clock()):  # received before the back-off began: do not call downstream
-            await self._overloaded(item, msg, None)
+        lane = item.queue.queue_name
+        if self.pause.active(lane, self.clock()):  # received before the back-off began: do not call downstream
+            await self._overloaded(item, msg, None, started=self.clock())
             return None
+        started = self.clock()
         try:
             worked = await self.chunks.work(item, msg)
         except (MalformedEnvelope, ResourceMissing) as e:
@@ -391,9 +458,9 @@ class Drainer:
             await self._discard(item, msg, Admission(e.verdict))
             return None
         except Overloaded as e:
-            await self._overloaded(item, msg, e)
+            await self._overloaded(item, msg, e, started=started)
             return None
-        self.pause.worked()
+        self.pause.worked(lane)
         return worked
 
     async def _discard(self, item: Received, msg: ChunkMessage, verdict: Admission) -> None:
@@ -406,16 +473,22 @@ class Drainer:
         await self.settler.discard(item, record)
         self.report.batches.add(msg.header.batch_id)
 
-    async def _overloaded(self, item: Received, msg: ChunkMessage, signal: Overloaded | None) -> None:
-        """Put the chunk back without counting an attempt; on a new overload signal, pause the drainer
-        (`shared.engine.overload`)."""
+    async def _overloaded(
+        self, item: Received, msg: ChunkMessage, signal: Overloaded | None, *, started: float
+    ) -> None:
+        """Put the chunk back without counting an attempt (parked whole after MAX_SKIPS); on a new overload
+        signal, pause its lane (`shared.engine.overload`)."""
+        lane = item.queue.queue_name
         if signal is not None:
-            pause = self.pause.signal(self.clock(), signal.retry_after_s)
+            pause = self.pause.signal(lane, self.clock(), signal.retry_after_s, started)
             log.warning(
-                "handler overloaded on chunk %d of batch %s (%s): pausing %s for %d s; no attempt counted",
-                msg.header.chunk, msg.header.batch_id, signal, self.queue_name, pause,
+                "handler overloaded on chunk %d of batch %s (%s): pausing lane %s for %d s; no attempt counted",
+                msg.header.chunk, msg.header.batch_id, signal, lane, pause,
             )  # fmt: skip
         self.report.overloaded += 1
         metrics.CHUNKS.add(1, {"queue": self.queue_name, "outcome": "overloaded"})
-        remaining = self.pause.remaining_s(self.clock())
+        if msg.header.skips >= MAX_SKIPS:
+            await self.settler.park_whole(item, msg, f"put back {MAX_SKIPS} times for an overloaded handler")
+            return
+        remaining = self.pause.remaining_s(lane, self.clock())
         await self.settler.put_back(item, msg, delay_s=max(1, math.ceil(remaining)))

@@ -87,6 +87,13 @@ class LaneWatch:
         elif error is not None:
             log.error("listing the lanes of %s failed", self.queue_name, exc_info=error)
 
+    async def stop(self) -> None:
+        """The session ends: a listing still running is cancelled, so it wakes nothing after the lease is gone."""
+        listing, self._listing = self._listing, None
+        if listing is not None and not listing.done():
+            listing.cancel()
+            await asyncio.gather(listing, return_exceptions=True)
+
     async def list(self) -> None:
         self.listed_at = self.clock()
         self._handled_at_listing = self.handled

@@ -8,7 +8,10 @@ drainer counts again every REFRESH_S while a limit is set (one listing of the le
 allocation; a write only when its claim changes) and moves its claim toward its fair share: the limit divided
 by the drainers leasing now (in-flight split whole, by lease-name order). It lowers it at once (never below the
 chunks it has in flight) and raises it only into room nobody else claims, so a drainer that joins takes its
-share as the others give theirs up, within a count or two.
+share as the others give theirs up, within a count or two. A drainer whose claim holds no room (no in-flight
+place, or a pace that starts nothing within its session) receives nothing (`may_receive`); recruiting stops at
+the drainers the limits can feed (`drainers_fed`). With many drainers the counts slow down so that all of them
+together make at most COUNTS_PER_S_MAX a second.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ from shared.store.storage import read_json, translated, write_json
 log = logging.getLogger("shared.engine.drainer")
 
 REFRESH_S = 1.0
+# Every leasing drainer counts every REFRESH_S, but all of them together at most this often a second (one
+# listing and one read of the allocation blob each): at 100 drainers a count every 2 s each, 100 transactions a
+# second in all, a fifth of one blob's 500 requests a second.
+COUNTS_PER_S_MAX = 50
 LEASES_PREFIX = "leases/"
 ALLOCATION_BLOB = "limits/handler.json"
 
@@ -81,6 +88,22 @@ def rate_share(limit: float, drainers: int) -> float:
     return limit / max(1, drainers)
 
 
+def drainers_fed(*, items_per_s: float | None, in_flight: int | None, chunk_items: int, horizon_s: float) -> int | None:
+    """How many drainers the limits can keep busy (None: no limit): one per in-flight place, and one per chunk
+    the rate starts within `horizon_s` (half a visibility timeout); at least one."""
+    fed: list[int] = []
+    if in_flight is not None:
+        fed.append(in_flight)
+    if items_per_s is not None:
+        fed.append(math.floor(items_per_s * horizon_s / max(1, chunk_items)))
+    return max(1, min(fed)) if fed else None
+
+
+def refresh_s(drainers: int) -> float:
+    """How often each drainer counts, so that all of them together count at most COUNTS_PER_S_MAX a second."""
+    return max(REFRESH_S, drainers / COUNTS_PER_S_MAX)
+
+
 class Pacer:
     """Starts of work spaced so that items go at most `rate` a second: a chunk of k items starting at t lets
     the next start at t + k / rate (the first starts at once)."""
@@ -95,6 +118,10 @@ class Pacer:
         start = max(now, self._next)
         self._next = start + items / rate
         return start - now
+
+    def free_in(self, now: float) -> float:
+        """How long until the next start is free."""
+        return max(0.0, self._next - now)
 
     def ahead(self, rate: float, horizon_s: float, items_per_chunk: int) -> int:
         """How many chunks of `items_per_chunk` this pace starts within `horizon_s` from now."""
@@ -113,13 +140,17 @@ class HandlerLimits:
         items_per_s: float | None,
         in_flight: int | None,
         clock: Callable[[], float] = time.monotonic,
+        horizon_s: float = 15.0,
     ) -> None:
-        self.state, self.own_lease, self.clock = state, own_lease, clock
+        """`horizon_s`: a start further off than this at this claim's pace is no room (half a visibility)."""
+        self.state, self.own_lease, self.clock, self.horizon_s = state, own_lease, clock, horizon_s
         self.items_per_s, self.in_flight_limit = items_per_s, in_flight
         self.claim = Claim()  # nothing until the allocation says so
         self._counted_at = -math.inf
         self._pacer = Pacer(clock)
         self._busy = 0
+        self._drainers = 1  # leasing at the last count
+        self._fair_chunks: int | None = None  # this drainer's fair part of HANDLER_MAX_IN_FLIGHT at the last count
         self._changed = asyncio.Condition()
 
     @classmethod
@@ -133,6 +164,7 @@ class HandlerLimits:
             items_per_s=settings.handler_items_per_s or None,
             in_flight=settings.handler_max_in_flight or None,
             clock=clock,
+            horizon_s=settings.visibility_timeout_s / 2,
         )
 
     @property
@@ -170,6 +202,9 @@ class HandlerLimits:
         entries = doc.get("drainers", {}) if isinstance(doc, dict) else {}
         claims = {name: Claim(int(e.get("chunks", 0)), float(e.get("items_per_s", 0.0))) for name, e in entries.items()}
         live = {*leased, self.own_lease}
+        self._drainers = len(live)
+        if self.in_flight_limit is not None:
+            self._fair_chunks = in_flight_share(self.in_flight_limit, len(live), sorted(live).index(self.own_lease))
         claims = {name: c for name, c in claims.items() if name in live}  # a released lease claims nothing
         wanted = claim_for(
             self.own_lease,
@@ -204,8 +239,32 @@ class HandlerLimits:
                 await write_json(self.state, ALLOCATION_BLOB, {"drainers": entries}, etag=etag)
 
     async def _recount_if_due(self) -> None:
-        if self.clock() - self._counted_at >= REFRESH_S:
+        if self.clock() - self._counted_at >= refresh_s(self._drainers):
             await self.count()
+
+    def may_receive(self, now: float) -> bool:
+        """Whether this claim has room for a chunk: an in-flight place (if that limit is set), and a start
+        within `horizon_s` at its pace (if the rate is). A drainer with none receives nothing."""
+        if self.capacity is not None and self.capacity <= 0:
+            return False
+        rate = self.rate
+        return rate is None or (rate > 0 and self._pacer.free_in(now) < self.horizon_s)
+
+    def starved(self) -> bool:
+        """Whether even this drainer's fair part of the limits is nothing: more drainers lease than
+        HANDLER_MAX_IN_FLIGHT has places, and this one ranks past them. A drainer whose fair part is some but
+        whose room the others still claim is not starved: they yield it at their next count."""
+        return self._fair_chunks == 0
+
+    async def wait_for_share(self, deadline: float) -> None:
+        """Until the claim changes (counted again when due) or `deadline`."""
+        await self._recount_if_due()
+        if self.may_receive(self.clock()):
+            return
+        async with self._changed:
+            with contextlib.suppress(TimeoutError):
+                wait = min(refresh_s(self._drainers), max(0.0, deadline - self.clock()))
+                await asyncio.wait_for(self._changed.wait(), wait)
 
     def page_size(self, most: int, visibility_s: float, items_per_chunk: int) -> int:
         """How many messages to receive: no more than this drainer's pace starts within half a visibility
@@ -232,7 +291,7 @@ class HandlerLimits:
                     break
                 # Until a place comes free or the claim changes (counted again every REFRESH_S).
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), REFRESH_S)
+                    await asyncio.wait_for(self._changed.wait(), refresh_s(self._drainers))
         try:
             rate = self.rate
             if rate is not None:

@@ -11,12 +11,18 @@ from shared.store.storage import Storage, translated
 
 
 async def receive_page(
-    storage: Storage, settings: Settings, lane: str, limits: HandlerLimits | None, clock: Callable[[], float]
+    storage: Storage,
+    settings: Settings,
+    lane: str,
+    limits: HandlerLimits | None,
+    clock: Callable[[], float],
+    most: int | None = None,
 ) -> tuple[list[Received], int]:
-    """The messages received (hidden for VISIBILITY_TIMEOUT_S) and when they become visible again (ms)."""
+    """The messages received (hidden for VISIBILITY_TIMEOUT_S) and when they become visible again (ms);
+    `most`: fewer than a page."""
     queue = storage.queue(lane)
     async with translated(f"receive from {lane}"):
-        most = settings.receive_batch
+        most = min(most or settings.receive_batch, settings.receive_batch)
         if limits is not None:
             most = limits.page_size(most, settings.visibility_timeout_s, settings.chunk_max_items)
         pager = queue.receive_messages(

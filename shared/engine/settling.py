@@ -11,6 +11,7 @@ import json
 import logging
 import math
 import random
+from dataclasses import replace
 from typing import Any
 
 from azure.storage.blob.aio import ContainerClient
@@ -34,6 +35,9 @@ from shared.telemetry.activity import ACTIVITY
 log = logging.getLogger("shared.engine.drainer")  # one logger for the whole engine
 
 MAX_WAIT_DELAY_S = 60
+# A chunk put back this many times without an attempt counted (its batch still submitting, its handler's
+# downstream overloaded) is parked whole at its next overload instead of put back again: no chunk skips forever.
+MAX_SKIPS = 20
 
 
 class Settler:
@@ -127,7 +131,8 @@ class Settler:
     async def _send_poison(
         self, item: Received, msg: ChunkMessage, by_position: dict[int, Any], failures: list[Failure], attempt: int
     ) -> None:
-        header = envelope.retry_header(msg.header, [f.position for f in failures])
+        # A replayed chunk starts its attempts again: the skips its receives did not count stay behind.
+        header = replace(envelope.retry_header(msg.header, [f.position for f in failures]), skips=0)
         chunk_text = await self._carry_on(msg, header, by_position)
         first = failures[0].reason
         more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
@@ -162,19 +167,32 @@ class Settler:
         entry = poison_index.Entry(name, str(sent.id), str(sent.pop_receipt), inserted, batch_id, text)
         await poison_index.add(self.state, entry)
 
-    async def put_back(self, item: Received, msg: ChunkMessage, delay_s: int | None = None) -> None:
-        """Hide the message for a while without counting an attempt: its batch is still being submitted (for
-        longer at each skip), or the handler's downstream is overloaded (`delay_s`)."""
-        header = envelope.skipped_header(msg.header)
-        if delay_s is None:
-            delay_s = min(MAX_WAIT_DELAY_S, 2**header.skips)
+    async def park_whole(self, item: Received, msg: ChunkMessage, reason: str) -> None:
+        """Park a chunk that was never worked (every item), without the skips its message carried."""
+        header = replace(msg.header, skips=0)
+        text = self._text(item, msg, header)
+        attempt = int(item.message.dequeue_count or 1)
+        info = poison.PoisonInfo(item.queue.queue_name, reason, len(msg.items or header.positions or ()) or 1, attempt,
+                                 utcnow().isoformat())  # fmt: skip
+        await self._park(poison.encode(info, text), header.batch_id)
+        log.warning("chunk %d of batch %s parked whole: %s", header.chunk, header.batch_id, reason)
+        await self.delete(item)
+
+    def _text(self, item: Received, msg: ChunkMessage, header: ChunkHeader) -> str:
         text = (
             envelope.encode_reference(header, msg.blob)
             if msg.blob is not None
             else envelope.encode_inline(header, envelope.encode_items(msg.items or []))
         )
-        if text is None:  # cannot happen: the same items fitted a moment ago
-            text = str(item.message.content)
+        return text if text is not None else str(item.message.content)  # cannot happen: the items fitted
+
+    async def put_back(self, item: Received, msg: ChunkMessage, delay_s: int | None = None) -> None:
+        """Hide the message for a while without counting an attempt: its batch is still being submitted (for
+        longer at each skip), or the handler's downstream is overloaded (`delay_s`)."""
+        header = envelope.skipped_header(msg.header) if msg.header.skips < MAX_SKIPS else msg.header
+        if delay_s is None:
+            delay_s = min(MAX_WAIT_DELAY_S, 2 ** min(header.skips, 6))
+        text = self._text(item, msg, header)
         if await self.update(item, text, delay_s):
             await self.wakeups.wake_at(item.visible_at_ms)
         self.report.waiting += 1

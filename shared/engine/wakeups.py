@@ -18,6 +18,7 @@ from azure.storage.blob.aio import ContainerClient
 from shared.core.errors import StorageError, TriggerUnavailable
 from shared.core.events import Reason, TriggerEvent
 from shared.engine import lane_queues
+from shared.engine.limits import drainers_fed
 from shared.engine.rates import REPORT_FROM_PER_S, RateMeter, advice
 from shared.engine.report import DrainReport
 from shared.engine.scaling import deserves_slot, drainers_for_depth, wakeup_for
@@ -103,9 +104,7 @@ class Wakeups:
         except StorageError as e:  # a probe is best effort: the receive loop goes on, the next probe may work
             log.warning("scale-out probe of %s failed; trying again later: %s", self.queue_name, e)
             return
-        wanted = drainers_for_depth(
-            depth, per_drainer=self.settings.scale_out_depth, maximum=self.settings.max_drainers_per_queue
-        )
+        wanted = drainers_for_depth(depth, per_drainer=self.settings.scale_out_depth, maximum=self._most_drainers())
         for slot in range(self._recruited, wanted):
             await self.publish(Reason.SCALE_OUT, slot=slot)
         self._recruited = max(self._recruited, wanted)
@@ -119,9 +118,18 @@ class Wakeups:
         except StorageError as e:
             log.warning("depth of %s unknown; slot %d goes on: %s", self.queue_name, self.slot, e)
             return True
-        return deserves_slot(
-            self.slot, depth, per_drainer=self.settings.scale_out_depth, maximum=self.settings.max_drainers_per_queue
+        return deserves_slot(self.slot, depth, per_drainer=self.settings.scale_out_depth, maximum=self._most_drainers())
+
+    def _most_drainers(self) -> int:
+        """MAX_DRAINERS_PER_QUEUE, or fewer: no more than the handler limits can keep busy."""
+        settings = self.settings
+        fed = drainers_fed(
+            items_per_s=settings.handler_items_per_s or None,
+            in_flight=settings.handler_max_in_flight or None,
+            chunk_items=settings.chunk_max_items,
+            horizon_s=settings.visibility_timeout_s / 2,
         )
+        return settings.max_drainers_per_queue if fed is None else min(fed, settings.max_drainers_per_queue)
 
     async def _depth(self) -> int:
         """The backlog of every lane together (one read per lane)."""

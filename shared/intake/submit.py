@@ -26,6 +26,7 @@ from shared.batch.lifecycle import Options
 from shared.core import layout
 from shared.core.errors import (
     IdempotencyConflict,
+    LimitExceeded,
     MalformedRequest,
     PreconditionFailed,
     ResourceConflict,
@@ -36,7 +37,7 @@ from shared.core.errors import (
     TriggerUnavailable,
 )
 from shared.core.events import Reason, TriggerEvent
-from shared.core.lanes import Lane
+from shared.core.lanes import DEFAULT_TENANT, Lane, queue_suffix
 from shared.engine import lane_queues
 from shared.intake.body import Intake, Limits, decode_body, possible_size
 from shared.services import Services
@@ -184,6 +185,8 @@ async def _submit(
         callback_url=callback_url,
     )
     lanes = [Lane(queue, tenant, priority).name for queue in chunk_queues]
+    if tenant != DEFAULT_TENANT:
+        await check_tenant_room(services, tenant)
     container = await services.storage.ensure_container(settings.batches_container)
     claimed = await claim(container, manifest)
     if isinstance(claimed, Submitted):
@@ -197,6 +200,7 @@ async def _submit(
     try:
         async with asyncio.timeout_at(deadline):
             outgoing = await asyncio.to_thread(prepare, manifest, chunks, lanes, tracing.traceparent(), options, now)
+            await premark_lanes(services, sorted(set(lanes)), tenant)
             await store(services, outgoing)
     except (TimeoutError, StorageUnavailable) as e:
         await abandon(container, manifest, etag)
@@ -215,7 +219,7 @@ async def _submit(
         raise IdempotencyConflict("a concurrent request with the same Idempotency-Key took this batch over") from None
     await batch_index.record(container, manifest.accepted(accepted_at))
     accepted_ms = int(accepted_at.timestamp() * 1000)
-    await mark_lanes(services, sorted(set(lanes)), (batch_id, manifest.attempt), accepted_ms)
+    await mark_lanes(services, sorted(set(lanes)), (batch_id, manifest.attempt), accepted_ms, tenant)
     trigger = await ring(services, manifest, intake.encoded_bytes, options.not_before)
     manifest = manifest.accepted(accepted_at, trigger)
     # Only a deferral costs a second write; a manifest without `trigger` was announced.
@@ -231,12 +235,42 @@ async def _submit(
     return Submitted(manifest, trigger)
 
 
-async def mark_lanes(services: Services, lanes: Sequence[str], committed: tuple[str, str], accepted_ms: int) -> None:
+async def check_tenant_room(services: Services, tenant: str) -> None:
+    """A tenant new to the app only while fewer than MAX_TENANTS have lanes (one listing per submit that names
+    a tenant). Two new tenants submitting at the same moment may both pass: the bound is MAX_TENANTS plus the
+    submits racing it."""
+    settings = services.settings
+    known = await lane_queues.tenants(services, settings.partition_queues())
+    if queue_suffix(tenant) not in known and len(known) >= settings.max_tenants:
+        raise LimitExceeded(
+            f"{len(known)} tenants have lanes, the most MAX_TENANTS allows: submit as one of them, "
+            "or ask the operator to raise MAX_TENANTS",
+            limit="MAX_TENANTS",
+            maximum=settings.max_tenants,
+            status=409,
+            tenant=tenant,
+        )
+
+
+async def premark_lanes(services: Services, lanes: Sequence[str], tenant: str) -> None:
+    """Before any chunk is stored: move each lane's mark, so a lane its drainer recorded as quiet
+    (`shared.engine.lane_queues`) is looked at again, whatever happens to this submit after (not best effort:
+    a failure fails the submit before it stored anything)."""
+    for name in lanes:
+        await services.storage.ensure_queue(name)
+    await asyncio.gather(*(lane_queues.mark(services, name, tenant=tenant, storing=True) for name in lanes))
+
+
+async def mark_lanes(
+    services: Services, lanes: Sequence[str], committed: tuple[str, str], accepted_ms: int, tenant: str
+) -> None:
     """After the commit (a chunk taken before it would only be put back): a drainer that found a lane empty
-    takes it again when it sees the mark move. Best effort: without it, the drainer looks again within 5 s
-    (`shared.core.lanes.EMPTY_RECHECK_S`), and the doorbell covers an idle queue."""
+    takes it again when it sees the mark move. Best effort: the mark before storing already moved, so a
+    drainer looking at the lane admits the batch after reading its manifest."""
     try:
-        await asyncio.gather(*(lane_queues.mark(services, name, committed, accepted_ms) for name in lanes))
+        await asyncio.gather(
+            *(lane_queues.mark(services, name, committed, accepted_ms, tenant=tenant) for name in lanes)
+        )
     except StorageError as e:
         log.warning("could not mark lanes %s: %s", ",".join(lanes), e)
 

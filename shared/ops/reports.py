@@ -67,7 +67,7 @@ async def read_queue_status(services: Services) -> dict[str, Any]:
     for queue in settings.partition_queues():
         backoff = await services.backoff.load(queue, now_ms)
         leases = await queue_leases(state, queue, fresh_s=settings.lease_s)
-        lanes = await lane_queues.depths(services, queue)
+        lanes = await lane_queues.depths(services, queue, state)  # a lane recorded quiet costs no read
         depth, poison_depth = sum(lanes.values()), await lane_queues.depth(services, settings.poison_queue(queue))
         for lane, n in lanes.items():
             tenants[lane.tenant] = tenants.get(lane.tenant, 0) + n

@@ -22,7 +22,8 @@ log = logging.getLogger("shared.watch.fallback")  # its records read as the fall
 
 async def inspect(services: Services, queue: str, deadline: float) -> tuple[str, int]:
     """One look at a partition, the timer's or a `look` event's: (action, depth). Empty: ("idle", 0)."""
-    lanes = await lane_queues.depths(services, queue)
+    state = await services.storage.ensure_container(services.settings.state_container)
+    lanes = await lane_queues.depths(services, queue, state)  # a lane recorded quiet costs no read
     depth = sum(lanes.values())
     metrics.observe_depth(queue, depth)
     if depth == 0:
@@ -32,7 +33,8 @@ async def inspect(services: Services, queue: str, deadline: float) -> tuple[str,
 
 async def depth_of(services: Services, queue: str) -> int:
     """Every lane's messages together, invisible ones included."""
-    return sum((await lane_queues.depths(services, queue)).values())
+    state = await services.storage.ensure_container(services.settings.state_container)
+    return sum((await lane_queues.depths(services, queue, state)).values())
 
 
 async def act_on_work(services: Services, queue: str, depth: int, deadline: float, lanes: list[str]) -> str:

@@ -94,7 +94,7 @@ def test_high_lanes_go_first_but_a_normal_lane_gets_a_page_after_every_burst() -
     assert [order.next(0) for _ in range(HIGH_BURST + 2)] == ["q-h-default"] * (HIGH_BURST + 2)  # nothing waits
 
 
-def test_an_emptied_lane_waits_for_a_submits_mark_or_its_recheck() -> None:
+def test_an_emptied_lane_waits_for_a_submits_mark_or_if_it_gave_work_its_recheck() -> None:
     order = LaneOrder(recheck_s=5)
     order.listed(listing(Lane("q"), Lane("q", "a"), stamp="s1"), now=0)
     order.emptied("q-t-a", now=1)
@@ -102,10 +102,14 @@ def test_an_emptied_lane_waits_for_a_submits_mark_or_its_recheck() -> None:
     assert order.listed(listing(Lane("q"), Lane("q", "a"), stamp="s1"), now=2) == []  # no new mark: still empty
     assert order.listed(listing(Lane("q", "a"), stamp="s2"), now=2) == ["q-t-a"]
     assert order.next(2) == "q-t-a"
+    order.gave("q-t-a")  # a retry of it may come back: looked at again after recheck_s
     order.emptied("q-t-a", now=3)
-    order.emptied("q", now=3)
+    order.emptied("q", now=3)  # it gave nothing this session: only its mark moving brings it back
     assert order.next(7.9) is None
-    assert {order.next(8), order.next(8)} == {"q", "q-t-a"}
+    assert [order.next(8), order.next(8)] == ["q-t-a", "q-t-a"]
+    order.emptied("q-t-a", now=8)
+    assert order.next(1e9) == "q-t-a"
+    assert order.next(1e9) is not None
 
 
 def test_mid_drain_a_new_lane_waits_for_its_submits_mark() -> None:
@@ -217,8 +221,8 @@ async def test_status_and_queues_show_each_tenants_backlog(configure) -> None:
 @pytest.mark.parametrize(
     ("headers", "params", "named"),
     [
-        ({"x-tenant": "Acme"}, {}, "tenant must be"),
-        ({}, {"tenant": "a" * 25}, "tenant must be"),
+        ({"x-tenant": "Acme Corp"}, {}, "tenant must be"),
+        ({}, {"tenant": "a" * 129}, "tenant must be"),
         ({}, {"tenant": "default!"}, "tenant must be"),
         ({"x-tenant": ""}, {}, "tenant must be"),
         ({"x-tenant": "acme"}, {"tenant": ""}, "tenant must be"),
@@ -308,5 +312,6 @@ async def test_a_drainer_takes_a_marked_batch_as_committed_without_reading_its_m
         await fresh.storage.close()
 
     assert report.items_ok == 3
-    assert report.transactions.get("blob.GetBlob", 0) == 0, report.transactions
+    # One read: the partition's quiet record (`shared.engine.lane_queues`), not the batch's manifest.
+    assert report.transactions.get("blob.GetBlob", 0) == 1, report.transactions
     assert (await read_batch_status(services, batch_id))["status"] == "completed"

@@ -1,0 +1,251 @@
+"""Issue 26, the engine's and the lanes' items: what a lane costs idle and per session, tenant ids as real
+systems have them, the tenant cap, bounded express pages, handler limits that do not stall extra drainers,
+overload back-off as stated, and the HIGH_BURST bound for chunk starts.
+
+On the real Azurite with the recording publisher (see conftest) where storage is involved; pure otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from shared import api
+from shared.core.events import Reason
+from shared.engine.drainer import Drainer
+from shared.engine.fair_slots import FairSlots
+from shared.engine.limits import drainers_fed
+from shared.engine.overload import OverloadPause
+from shared.engine.report import DrainReport
+from shared.engine.wakeups import Wakeups
+from shared.handlers import ChunkContext
+from shared.ops.reports import read_batch_status, read_queue_status
+from shared.watch.inspect import inspect
+from tests.app import handlers
+from tests.app.conftest import RecordingPublisher, drain_all
+from tests.app.test_lanes import ndjson, submit_to
+
+RECORD = "tests.app.handlers:record"
+
+# -- item 1: what a lane costs ---------------------------------------------------------------------------------------
+
+
+async def test_idle_lanes_cost_a_session_and_a_fallback_look_no_per_lane_call(configure) -> None:
+    """30 tenants' lanes, drained empty once: then a session and a fallback look cost the same as with one lane
+    (a listing and a read of the quiet record), not a receive, peek or depth read per lane."""
+    services = configure(publisher=RecordingPublisher(), HANDLER=RECORD)
+    for i in range(30):
+        await submit_to(services, f"t{i}", 1, tenant=f"tenant{i}")
+    first = await drain_all(services)
+    assert first.items_ok == 30
+    idle = await drain_all(services, reason=Reason.WATCHDOG)
+    calls = idle.transactions
+    assert calls.get("queue.GetMessages", 0) == 0, calls
+    assert calls.get("queue.PeekMessages", 0) == 0, calls
+    assert calls.get("queue.GetQueueProperties", 0) == 0, calls
+    assert calls.get("queue.ListQueues", 0) <= 2, calls  # before the session, and after its release
+    before = dict(services.counter.totals())
+    action, depth = await inspect(services, services.settings.work_queue, deadline=1e12)
+    spent = {k: n - before.get(k, 0) for k, n in services.counter.totals().items() if n != before.get(k, 0)}
+    assert (action, depth) == ("idle", 0)
+    assert spent.get("queue.GetQueueProperties", 0) == 0, spent
+    assert sum(spent.values()) <= 3, spent  # a listing, the quiet record, (the state container once)
+
+
+async def test_a_quiet_lane_is_drained_again_once_a_submit_marks_it(configure) -> None:
+    services = configure(publisher=RecordingPublisher(), HANDLER=RECORD)
+    await submit_to(services, "a", 2, tenant="acme")
+    assert (await drain_all(services)).items_ok == 2
+    await submit_to(services, "b", 3, tenant="acme")
+    again = await drain_all(services)
+    assert again.items_ok == 3
+
+
+async def test_tenant_ids_like_uuids_and_hyphenated_names_are_accepted_and_shown_as_given(configure) -> None:
+    services = configure(publisher=RecordingPublisher(), HANDLER=RECORD)
+    tenant = str(uuid.uuid4())
+    long_name = "Acme-Corp.eu_west:" + "x" * 60
+    answers = []
+    for who in (tenant, long_name):
+        answer = await api.submit_batch(ndjson("u", 2), {"content-type": "application/x-ndjson", "x-tenant": who})
+        assert answer.status == 202, answer.body
+        assert answer.body["tenant"] == who
+        answers.append(answer)
+    tenants = {t["tenant"]: t["depth"] for t in (await read_queue_status(services))["tenants"]}
+    assert tenants[tenant] == 1, tenants  # one chunk each
+    assert tenants[long_name] == 1, tenants
+    assert (await drain_all(services)).items_ok == 4
+    status = await read_batch_status(services, answers[0].body["batch_id"])
+    assert status["status"] == "completed"
+
+
+async def test_past_max_tenants_a_new_tenant_is_a_json_409_naming_the_setting_and_nothing_is_stored(configure) -> None:
+    services = configure(publisher=RecordingPublisher(), HANDLER=RECORD, MAX_TENANTS="2")
+    for who in ("acme", "bolt"):
+        answer = await api.submit_batch(ndjson(who, 1), {"content-type": "application/x-ndjson", "x-tenant": who})
+        assert answer.status == 202, answer.body
+    refused = await api.submit_batch(ndjson("c", 1), {"content-type": "application/x-ndjson", "x-tenant": "corp"})
+    assert refused.status == 409, refused.body
+    assert refused.body["error"]["limit"] == "MAX_TENANTS"
+    assert refused.body["error"]["maximum"] == 2
+    known = await api.submit_batch(ndjson("a", 1), {"content-type": "application/x-ndjson", "x-tenant": "acme"})
+    assert known.status == 202, "a tenant that has lanes goes on"
+    lanes = {lane["tenant"] for lane in (await read_queue_status(services))["partitions"][0]["lanes"]}
+    assert "corp" not in lanes
+
+
+# -- item 8: express pages are bounded -------------------------------------------------------------------------------
+
+
+async def test_express_pages_never_make_a_drainer_hold_more_than_twice_its_receivers_pages(configure) -> None:
+    """A tenant with a backlog that keeps submitting: every new mark used to start another page of the backlog."""
+    services = configure(
+        publisher=RecordingPublisher(), HANDLER=RECORD, CHUNK_MAX_ITEMS="1", CHUNK_CONCURRENCY="2", RECEIVERS="1"
+    )
+    await submit_to(services, "big", 600, tenant="acme")
+
+    async def slow(context: ChunkContext) -> None:
+        await asyncio.sleep(0.02)
+
+    handlers.on_chunk.append(slow)
+    drainer = Drainer(services, services.settings.work_queue, budget_s=6)
+    held: list[int] = []
+
+    async def keep_submitting() -> None:
+        for i in range(40):
+            await submit_to(services, f"s{i}", 1, tenant="acme")
+            held.append(drainer.report.messages - drainer.lanes.handled)
+            await asyncio.sleep(0.05)
+
+    feeder = asyncio.create_task(keep_submitting())
+    await drainer.run()
+    await feeder
+    bound = 2 * services.settings.receivers * services.settings.receive_batch
+    assert held
+    assert max(held) <= bound, f"held up to {max(held)} messages (bound {bound})"
+
+
+async def test_no_express_page_or_listing_outlives_the_session(configure) -> None:
+    services = configure(publisher=RecordingPublisher(), HANDLER=RECORD)
+    await submit_to(services, "a", 3, tenant="acme")
+    drainer = Drainer(services, services.settings.work_queue)
+    await drainer.run()
+    assert drainer._lease is None
+    assert not drainer._receivers or all(t.done() for t in drainer._receivers)
+    assert drainer.lanes._listing is None or drainer.lanes._listing.done()
+
+
+# -- item 9: handler limits ------------------------------------------------------------------------------------------
+
+
+def test_recruiting_stops_at_the_drainers_the_limits_can_feed() -> None:
+    assert drainers_fed(items_per_s=None, in_flight=None, chunk_items=250, horizon_s=15) is None
+    assert drainers_fed(items_per_s=None, in_flight=3, chunk_items=250, horizon_s=15) == 3
+    assert drainers_fed(items_per_s=10, in_flight=None, chunk_items=250, horizon_s=15) == 1
+    assert drainers_fed(items_per_s=5000, in_flight=8, chunk_items=250, horizon_s=15) == 8
+
+
+async def test_a_deep_queue_recruits_no_more_drainers_than_handler_max_in_flight(configure) -> None:
+    publisher = RecordingPublisher()
+    services = configure(
+        publisher=publisher, HANDLER=RECORD, HANDLER_MAX_IN_FLIGHT="2", MAX_DRAINERS_PER_QUEUE="16", SCALE_OUT_DEPTH="1"
+    )
+    await submit_to(services, "deep", 400)
+    wakeups = Wakeups(services, services.settings.work_queue, 0, DrainReport("q", 0, "submitted"), lambda: 100.0)
+    await wakeups.maybe_scale_out()
+    slots = [e.slot for e, _ in publisher.events if e.reason is Reason.SCALE_OUT]
+    assert slots == [1], slots
+
+
+async def test_a_drainer_with_no_share_of_the_in_flight_limit_receives_nothing(configure) -> None:
+    """Two leasing drainers and HANDLER_MAX_IN_FLIGHT 1: the one ranked past the limit used to receive a page
+    and hold it hidden while it waited without a deadline."""
+    services = configure(publisher=RecordingPublisher(), HANDLER=RECORD, HANDLER_MAX_IN_FLIGHT="1", CHUNK_MAX_ITEMS="1")
+    await submit_to(services, "x", 200)
+    gate = asyncio.Event()
+
+    async def held(context: ChunkContext) -> None:
+        await gate.wait()
+
+    handlers.on_chunk.append(held)
+    queue = services.settings.work_queue
+    first = asyncio.create_task(Drainer(services, queue, slot=0, budget_s=8).run())
+    await asyncio.sleep(1.5)
+    second = await Drainer(services, queue, slot=1, budget_s=3).run()
+    gate.set()
+    await first
+    assert second.messages == 0, second
+    assert second.outcome == "starved"
+
+
+# -- item 13: overload -------------------------------------------------------------------------------------------------
+
+
+def test_concurrent_overloads_are_one_signal_and_pause_only_their_lane() -> None:
+    pause = OverloadPause()
+    assert pause.signal("q-t-a", now=10, retry_after_s=None, started=9) == 1
+    for _ in range(6):  # six more chunks that were running when the pause began
+        assert pause.signal("q-t-a", now=10.2, retry_after_s=None, started=9.5) <= 1
+    assert pause.until("q-t-a") == 11
+    assert not pause.active("q-t-b", 10.5), "another tenant goes on"
+    assert pause.signal("q-t-a", now=11.5, retry_after_s=None, started=11.1) == 2  # a new signal doubles
+
+
+async def test_a_chunk_always_overloaded_is_parked_with_no_skips_after_max_skips(configure) -> None:
+    from shared.batch import envelope, poison
+    from shared.core.errors import Overloaded
+    from shared.engine.settling import MAX_SKIPS
+
+    services = configure(publisher=RecordingPublisher(), HANDLER=RECORD)
+    await submit_to(services, "o", 1)
+    queue = services.storage.queue(services.settings.work_queue)
+    async for message in queue.receive_messages(max_messages=1, visibility_timeout=1):
+        msg = envelope.decode(str(message.content))
+        header = msg.header
+        for _ in range(MAX_SKIPS):
+            header = envelope.skipped_header(header)
+        text = envelope.encode_inline(header, envelope.encode_items(msg.items or []))
+        await queue.update_message(message, pop_receipt=message.pop_receipt, content=text, visibility_timeout=0)
+
+    async def overloaded(context: ChunkContext) -> None:
+        raise Overloaded("downstream busy")
+
+    handlers.on_chunk.append(overloaded)
+    report = await drain_all(services)
+    assert report.overloaded == 1
+    poison_queue = services.storage.queue(services.settings.poison_queue(services.settings.work_queue))
+    parked = await poison_queue.peek_messages(max_messages=5)
+    assert len(parked) == 1
+    chunk_text = poison.decode(str(parked[0].content)).chunk_text
+    assert chunk_text is not None
+    assert envelope.decode(chunk_text).header.skips == 0
+
+
+# -- item 14: HIGH_BURST for chunk starts ---------------------------------------------------------------------------
+
+
+async def test_a_waiting_normal_chunk_sees_at_most_high_burst_pages_of_high_chunk_starts() -> None:
+    burst = 4 * 32
+    slots = FairSlots(1, "q", high_burst=burst)
+    starts: list[str] = []
+    gate = asyncio.Event()
+
+    async def chunk(lane: str) -> None:
+        async with slots.place(lane):
+            starts.append(lane)
+            await asyncio.sleep(0)
+
+    async def blocker() -> None:
+        async with slots.place("q-t-a"):
+            await gate.wait()
+
+    first = asyncio.create_task(blocker())
+    await asyncio.sleep(0)
+    tasks = [asyncio.create_task(chunk("q-t-a"))]  # a normal chunk waits for the place
+    await asyncio.sleep(0)
+    tasks += [asyncio.create_task(chunk(f"q-h-t{i % 7}")) for i in range(400)]  # then a flood of high ones
+    await asyncio.sleep(0)
+    gate.set()
+    await asyncio.gather(first, *tasks)
+    seen = starts.index("q-t-a")
+    assert seen <= burst, f"the normal chunk saw {seen} high starts"
