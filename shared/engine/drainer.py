@@ -6,49 +6,45 @@ items (retried later), or park them in the poison queue. It stops when the queue
 time budget is spent; then it releases the lease and looks once more, so no wake-up is lost.
 It never sleeps waiting for work.
 
-This module is the session and each message's life while held (receiving, keeping it invisible while it
-waits and works); the parts that read on their own are `shared.engine.chunks` (admitting and working a
-chunk), `shared.engine.settling` (what happens to the message after) and `shared.engine.wakeups` (every
-trigger event a drainer publishes or schedules).
+This module is the session: its lease, its receivers and the pages they take from the queue's lanes. The
+parts that read on their own: `shared.engine.held` (a message's life while held), `shared.engine.chunks`
+(admitting and working a chunk), `shared.engine.settling` (what happens to the message after),
+`shared.engine.lane_watch` (lanes listed mid-drain) and `shared.engine.wakeups` (every trigger event a
+drainer publishes or schedules).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from opentelemetry.trace import SpanKind
 
-from shared.batch import envelope
-from shared.batch.batches import Admission
-from shared.batch.envelope import ChunkMessage
-from shared.core.errors import MalformedEnvelope, NotRun, Overloaded, ResourceMissing, StorageError
+from shared.core.errors import StorageError
 from shared.core.events import Reason
 from shared.core.lanes import Lane, LaneOrder
 from shared.engine import lane_queues
-from shared.engine.chunks import ChunkWork, Worked
+from shared.engine.chunks import ChunkWork
 from shared.engine.fair_slots import FairSlots
+from shared.engine.held import HeldMessages
 from shared.engine.lane_watch import LaneWatch
 from shared.engine.limits import HandlerLimits
 from shared.engine.overload import OverloadPause
 from shared.engine.receiving import receive_page
 from shared.engine.report import DrainReport
-from shared.engine.settling import MAX_SKIPS, Settler
-from shared.engine.visibility import keeping_invisible
+from shared.engine.settling import Settler
 from shared.engine.wakeups import SCALE_CHECK_S, WAKE_MARGIN_MS, Wakeups
 from shared.services import Services
 from shared.store.leases import DrainLease
-from shared.store.received import Received, epoch_ms, utcnow
+from shared.store.received import Received, utcnow
 from shared.store.result_store import ResultWriter
 from shared.telemetry import metering, metrics, tracing
 
 __all__ = ["SCALE_CHECK_S", "DrainReport", "Drainer"]
 
-MAX_HIDDEN_S = 7 * 24 * 3600 - 1  # a storage queue hides a message for less than 7 days
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +52,7 @@ STORAGE_RETRY_S = 10  # storage failing: a `continue` this long after, rather th
 PAUSE_MARGIN_S = 0.05  # after a pause, the chunks put back for it are visible again
 
 
-class Drainer:
+class Drainer(HeldMessages):
     def __init__(
         self,
         services: Services,
@@ -378,117 +374,3 @@ class Drainer:
             return "more" if full else "empty"
         finally:
             self._express_open.discard(lane)
-
-    # -- one message, while this drainer holds it ----------------------------------------------------------------
-
-    async def _handle(self, item: Received) -> None:
-        """Process one message, keeping it invisible while it waits and works; never raise."""
-        try:
-            await keeping_invisible(
-                item,
-                self._process(item),
-                visibility_s=self.settings.visibility_timeout_s,
-                clock=self.clock,
-                extended=self.wakeups.note_visible,
-            )
-        except asyncio.CancelledError:
-            raise
-        except StorageError as e:
-            # The message reappears after its visibility timeout and is tried again: a wake-up for then.
-            log.warning("chunk message %s on %s left for redelivery: %s", item.message.id, self.queue_name, e)
-            await self.wakeups.wake_at(item.visible_at_ms)
-        except Exception:
-            log.exception("chunk message %s on %s failed unexpectedly", item.message.id, self.queue_name)
-        finally:
-            self.lanes.handled += 1
-            self._held -= 1
-
-    async def _process(self, item: Received) -> None:
-        """Decode, admit and run the handler holding a slot (CHUNK_CONCURRENCY); settle after releasing it,
-        so storage round trips never keep another chunk from its handler."""
-        async with self._slots.place(item.queue.queue_name):
-            worked = await self._admit_and_work(item)
-        if worked is not None:
-            await self.settler.settle(item, *worked)
-            msg, settlement = worked[0], worked[3]
-            self.report.batches.add(msg.header.batch_id)
-            await self.chunks.tolerance(msg.header, settlement.record)
-
-    async def _admit_and_work(self, item: Received) -> Worked | None:
-        try:
-            msg = envelope.decode(str(item.message.content))
-            verdict = await self.chunks.admission(msg.header)
-        except MalformedEnvelope as e:
-            await self.settler.poison_raw(item, str(e))
-            return None
-        if verdict is Admission.STALE:
-            self.report.stale += 1
-            await self.settler.delete(item)
-            return None
-        if verdict is Admission.WAIT:
-            await self.settler.put_back(item, msg)
-            return None
-        if verdict is Admission.ABANDONED:
-            log.warning(
-                "discarding chunk %d of batch %s: its submission never completed (STAGING_TTL_S)",
-                msg.header.chunk,
-                msg.header.batch_id,
-            )
-            await self.settler.delete(item)
-            return None
-        if verdict is Admission.EARLY:  # its batch's not_before has not come (a clock apart): hidden till then
-            assert msg.header.not_before_ms is not None
-            wait_s = math.ceil((msg.header.not_before_ms - epoch_ms()) / 1000)
-            await self.settler.put_back(item, msg, delay_s=min(MAX_HIDDEN_S, max(1, wait_s)))
-            return None
-        if verdict in (Admission.CANCELLED, Admission.EXPIRED):
-            await self._discard(item, msg, verdict)
-            return None
-        lane = item.queue.queue_name
-        if self.pause.active(lane, self.clock()):  # received before the back-off began: do not call downstream
-            await self._overloaded(item, msg, None, started=self.clock())
-            return None
-        started = self.clock()
-        try:
-            worked = await self.chunks.work(item, msg)
-        except (MalformedEnvelope, ResourceMissing) as e:
-            await self.settler.poison_raw(item, f"chunk {msg.header.chunk} of batch {msg.header.batch_id}: {e}")
-            return None
-        except NotRun as e:
-            await self._discard(item, msg, Admission(e.verdict))
-            return None
-        except Overloaded as e:
-            await self._overloaded(item, msg, e, started=started)
-            return None
-        self.pause.worked(lane)
-        return worked
-
-    async def _discard(self, item: Received, msg: ChunkMessage, verdict: Admission) -> None:
-        """A chunk of an ended or expired batch: its items recorded as such, its handler never called."""
-        try:
-            record = await self.chunks.discard(item, msg, verdict)
-        except (MalformedEnvelope, ResourceMissing) as e:
-            await self.settler.poison_raw(item, f"chunk {msg.header.chunk} of batch {msg.header.batch_id}: {e}")
-            return
-        await self.settler.discard(item, record)
-        self.report.batches.add(msg.header.batch_id)
-
-    async def _overloaded(
-        self, item: Received, msg: ChunkMessage, signal: Overloaded | None, *, started: float
-    ) -> None:
-        """Put the chunk back without counting an attempt (parked whole after MAX_SKIPS); on a new overload
-        signal, pause its lane (`shared.engine.overload`)."""
-        lane = item.queue.queue_name
-        if signal is not None:
-            pause = self.pause.signal(lane, self.clock(), signal.retry_after_s, started)
-            log.warning(
-                "handler overloaded on chunk %d of batch %s (%s): pausing lane %s for %d s; no attempt counted",
-                msg.header.chunk, msg.header.batch_id, signal, lane, pause,
-            )  # fmt: skip
-        self.report.overloaded += 1
-        metrics.CHUNKS.add(1, {"queue": self.queue_name, "outcome": "overloaded"})
-        if msg.header.skips >= MAX_SKIPS:
-            await self.settler.park_whole(item, msg, f"put back {MAX_SKIPS} times for an overloaded handler")
-            return
-        remaining = self.pause.remaining_s(lane, self.clock())
-        await self.settler.put_back(item, msg, delay_s=max(1, math.ceil(remaining)))
