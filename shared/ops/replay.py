@@ -240,14 +240,21 @@ async def replay(
 
 
 class Announcer:
-    """Rings a partition's doorbell (arming its look chain) and marks a lane the first time a chunk goes back to
-    it in one replay call: a drainer already at work sees the mark at its next listing, an idle queue gets its
-    event. The mark is best effort (the doorbell and the chain cover a queue without it)."""
+    """Marks a lane before a chunk goes back to it and again after, and rings a partition's doorbell (arming its
+    look chain) the first time a chunk goes back to it in one replay call. The mark before is what a submit's is
+    (`storing`): no drainer records the lane quiet (`shared.engine.lane_queues`) while it is about to hold the
+    chunk, and a failure leaves the chunk parked; the mark after moves it again, so a drainer that recorded the
+    lane quiet in between looks at it once more (best effort: the timer's look, which trusts no quiet record,
+    covers a lane whose second mark failed)."""
 
     def __init__(self, services: Services) -> None:
         self.services = services
         self.rung: set[str] = set()
         self.marked: set[str] = set()
+
+    async def before(self, lane: str) -> None:
+        """Raises StorageError when the lane cannot be marked: the chunk then stays parked."""
+        await lane_queues.mark(self.services, lane, storing=True)
 
     async def announce(self, lane: str, partition: str) -> None:
         if partition not in self.rung:
@@ -258,7 +265,7 @@ class Announcer:
             try:
                 await lane_queues.mark(self.services, lane)
             except StorageError as e:
-                log.warning("replayed chunks on %s: lane not marked (its doorbell covers it): %s", lane, e)
+                log.warning("replayed chunks on %s: lane not marked again (the timer's look covers it): %s", lane, e)
 
 
 async def _ended(services: Services, batch_id: str, known: dict[str, bool]) -> bool:
@@ -317,6 +324,7 @@ async def _replay_one(
     if found is not Parent.MARKED:
         return "its items are no longer failed (it was replayed already, or its record is missing)"
     work = await services.storage.ensure_queue(lane)
+    await announcer.before(lane)
     async with translated(f"re-enqueue to {lane}"):
         await work.send_message(parked.message.chunk_text, time_to_live=NEVER_EXPIRES)
     await announcer.announce(lane, partition)

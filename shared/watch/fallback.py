@@ -66,7 +66,7 @@ async def poll_queue(services: Services, queue: str, deadline: float, clock_ms: 
     state = await store.load(queue, now_ms)
     if not state.is_due(now_ms):
         return PollOutcome(queue, "not-due", None, state)
-    action, depth = await inspect(services, queue, deadline)
+    action, depth = await inspect(services, queue, deadline, thorough=True)
     if depth == 0:
         state = store.policy.after_idle(state, now_ms=now_ms, u=random.random())
         await store.save(queue, state)

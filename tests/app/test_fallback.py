@@ -155,10 +155,10 @@ async def test_one_partitions_storage_failure_does_not_end_the_tick_for_the_othe
     first, second, third = services.settings.partition_queues()
     real = fallback.inspect
 
-    async def inspect(services, queue, deadline):  # the storage outage reaches one partition's queue only
+    async def inspect(services, queue, deadline, **kwargs):  # the storage outage reaches one partition's queue only
         if queue == second:
             raise StorageUnavailable(f"inspect {queue}", "storage is down (injected)")
-        return await real(services, queue, deadline)
+        return await real(services, queue, deadline, **kwargs)
 
     monkeypatch.setattr(fallback, "inspect", inspect)
     outcomes = await poll(services)

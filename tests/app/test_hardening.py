@@ -12,6 +12,7 @@ import uuid
 
 from shared import api
 from shared.core.events import Reason
+from shared.engine import lane_queues
 from shared.engine.drainer import Drainer
 from shared.engine.fair_slots import FairSlots
 from shared.engine.limits import drainers_fed
@@ -20,6 +21,8 @@ from shared.engine.report import DrainReport
 from shared.engine.wakeups import Wakeups
 from shared.handlers import ChunkContext
 from shared.ops.reports import read_batch_status, read_queue_status
+from shared.store.storage import write_json
+from shared.watch.fallback import poll
 from shared.watch.inspect import inspect
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher, drain_all
@@ -249,3 +252,25 @@ async def test_a_waiting_normal_chunk_sees_at_most_high_burst_pages_of_high_chun
     await asyncio.gather(first, *tasks)
     seen = starts.index("q-t-a")
     assert seen <= burst, f"the normal chunk saw {seen} high starts"
+
+
+async def test_work_in_a_lane_recorded_quiet_is_found_by_the_timers_look_and_drained(configure) -> None:
+    """A lane the quiet record holds at its current mark is skipped by drainers and looks. Should a lane hold
+    messages at such a mark (a drainer recorded it quiet between a replay's two marks, and the second failed),
+    only the timer's look, which trusts no quiet record, can find them: it marks the lane again and calls a
+    drainer, and nothing is left behind."""
+    services = configure(publisher=RecordingPublisher(), HANDLER=RECORD)
+    await submit_to(services, "a", 2, tenant="acme")
+    assert (await drain_all(services)).items_ok == 2
+    partition = services.settings.work_queue
+    await submit_to(services, "b", 3, tenant="acme")
+    found = await lane_queues.listed(services, partition)
+    [(name, stamp)] = [(n, s) for n, (lane, s) in found.items() if lane.tenant == "acme"]
+    state = await services.storage.ensure_container(services.settings.state_container)
+    await write_json(state, lane_queues.quiet_blob(partition), {"quiet": {name: stamp or ""}})
+
+    assert (await drain_all(services)).items_ok == 0, "a lane recorded quiet at its mark is skipped"
+    services.publisher.events.clear()
+    outcomes = await poll(services)
+    assert [o.action for o in outcomes] == ["triggered"]
+    assert (await drain_all(services)).items_ok == 3, "the timer's look marked the lane again"

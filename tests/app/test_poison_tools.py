@@ -370,7 +370,7 @@ def failing(monkeypatch: Any, target: Any, name: str, after: int) -> None:
     monkeypatch.setattr(target, name, wrapper)
 
 
-@pytest.mark.parametrize("where", ["lane-mark", "second-chunk"])
+@pytest.mark.parametrize("where", ["mark-after", "second-chunk"])
 async def test_a_replay_that_fails_part_way_has_already_rung_for_the_chunks_it_put_back(
     configure, app_functions, monkeypatch, where
 ):
@@ -385,14 +385,40 @@ async def test_a_replay_that_fails_part_way_has_already_rung_for_the_chunks_it_p
     container = await services.storage.ensure_container(services.settings.state_container)
     await container.delete_blob(layout.look_blob(services.settings.work_queue))  # its submit's chain has ended
     publisher.events.clear()
-    if where == "lane-mark":
-        failing(monkeypatch, lane_queues, "mark", after=0)
+    if where == "mark-after":
+        failing(monkeypatch, lane_queues, "mark", after=1)  # the mark before the chunk goes back works
     else:
         failing(monkeypatch, replay, "list_entries", after=1)
     code, answer = await post_replay(app_functions, {"batch_id": batch_id})
     work = services.storage.queue(services.settings.work_queue)
     assert (await work.get_queue_properties()).approximate_message_count >= 1, "a chunk went back"
     assert publisher.reasons() == ["replay", "look"], (code, answer, publisher.reasons())
+
+
+async def test_a_replay_whose_lane_cannot_be_marked_first_leaves_the_chunk_parked_and_rings_nothing(
+    configure, app_functions, monkeypatch
+):
+    """The lane is marked before a chunk goes back to it (as a submit's is), so no drainer records it quiet while
+    it holds the chunk; when that mark fails, the chunk stays parked for the next replay: nothing went back
+    unannounced, nothing is lost."""
+    from shared.engine import lane_queues
+
+    publisher = RecordingPublisher()
+    services = configure(
+        publisher=publisher, HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1", CHUNK_MAX_ITEMS="1"
+    )
+    batch_id = await parked(services)
+    publisher.events.clear()
+    failing(monkeypatch, lane_queues, "mark", after=0)
+    code, answer = await post_replay(app_functions, {"batch_id": batch_id})
+    assert code == 503, answer
+    work = services.storage.queue(services.settings.work_queue)
+    assert (await work.get_queue_properties()).approximate_message_count == 0, "nothing went back"
+    assert publisher.reasons() == []
+    monkeypatch.undo()
+    code, answer = await post_replay(app_functions, {"batch_id": batch_id})
+    assert code == 200, answer
+    assert answer["replayed"] >= 1, answer
 
 
 async def test_a_background_step_is_sized_by_time_not_by_count(configure, monkeypatch):
