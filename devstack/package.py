@@ -34,6 +34,8 @@ EXPECTED = {
     "submit_batch": "httpTrigger",
     "batch_list": "httpTrigger",
     "batch_status": "httpTrigger",
+    "batch_cancel": "httpTrigger",
+    "batch_results": "httpTrigger",
     "queue_status": "httpTrigger",
     "poison_list": "httpTrigger",
     "poison_detail": "httpTrigger",
