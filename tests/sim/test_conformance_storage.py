@@ -15,7 +15,7 @@ import pytest
 from azure.storage.blob.aio import BlobLeaseClient, BlobServiceClient
 from azure.storage.queue.aio import QueueServiceClient
 
-from shared.core.errors import PreconditionFailed, ResourceConflict, ResourceMissing, StorageError
+from shared.core.errors import PopReceiptMismatch, PreconditionFailed, ResourceConflict, ResourceMissing, StorageError
 from shared.store.storage import configured, read_json, translated, write_json
 from sim import storage as simstorage
 from tests.conftest import Names
@@ -65,7 +65,7 @@ async def test_a_received_message_is_hidden_counted_and_settled_only_by_its_late
     assert [m async for m in queue.receive_messages(messages_per_page=32, visibility_timeout=1)] == []
     assert (await queue.get_queue_properties()).approximate_message_count == 1  # invisible ones count
     updated = await queue.update_message(got[0], pop_receipt=got[0].pop_receipt, content="rest", visibility_timeout=1)
-    with pytest.raises(StorageError) as stale:
+    with pytest.raises(PopReceiptMismatch) as stale:
         async with translated("delete with a stale receipt"):
             await queue.delete_message(got[0].id, pop_receipt=got[0].pop_receipt)
     assert stale.value.status == 400  # PopReceiptMismatch: a StorageError, not ResourceMissing
