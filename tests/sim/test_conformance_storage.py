@@ -18,6 +18,7 @@ from azure.storage.queue.aio import QueueServiceClient
 from shared.core.errors import PopReceiptMismatch, PreconditionFailed, ResourceConflict, ResourceMissing, StorageError
 from shared.store.storage import configured, read_json, translated, write_json
 from sim import storage as simstorage
+from sim.account import CONNECTION_STRING, Account
 from tests.conftest import Names
 
 
@@ -41,9 +42,9 @@ async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
     clock = [2_000_000_000.0]
     if request.param == "sim":
         rng = random.Random(0)
-        server = simstorage.StorageServer(simstorage.Account(), lambda: clock[0], rng)
+        server = simstorage.StorageServer(Account(), lambda: clock[0], rng)
         transport = simstorage.SimTransport(server, simstorage.StorageWeather(rng, latency_s=(0.0, 0.0)))
-        conn, extra = simstorage.CONNECTION_STRING, {"transport": transport}
+        conn, extra = CONNECTION_STRING, {"transport": transport}
     else:
         conn, extra = request.getfixturevalue("storage_connection_string"), {}
     queues = configured(partial(QueueServiceClient.from_connection_string, conn, **extra))
