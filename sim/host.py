@@ -12,7 +12,7 @@ import logging
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from azure.storage.blob.aio import BlobServiceClient
 from azure.storage.queue.aio import QueueServiceClient
@@ -32,8 +32,8 @@ from sim.bus import SimPublisher
 from sim.clock import SKEW_S
 from sim.scenario import Scenario
 
-if TYPE_CHECKING:
-    from sim.world import World
+# The world (`sim.world.World`) is passed in, not imported: it imports this module.
+World = Any
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,8 @@ class Instance:
         context = contextvars.copy_context()
         context.run(INSTANCE.set, self)
         context.run(SKEW_S.set, self.skew_s)
-        return self.world.loop.create_task(coro, name=f"{self.name}: {name}", context=context)
+        task: asyncio.Task[Any] = self.world.loop.create_task(coro, name=f"{self.name}: {name}", context=context)
+        return task
 
     def crash(self) -> None:
         self.alive = False
