@@ -47,12 +47,13 @@ TEST_WORKERS ?= 2
 test: setup
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
-## make simulate SEEDS=N [START=S]: the engine in the deterministic simulation, N seeds with faults (sim/);
+## make simulate SEEDS=N [START=S] [FAMILY=random|submit|limits]: the engine in the deterministic simulation, N seeds with faults (sim/);
 ## a failing seed prints its scenario and schedule; replay one with: python -m sim --seed K
 SEEDS ?= 1000
+FAMILY ?= random
 START ?= 0
 simulate: $(PY_OK)
-	PYTHONHASHSEED=0 $(BIN)/python -m sim --seeds $(SEEDS) --start $(START)
+	PYTHONHASHSEED=0 $(BIN)/python -m sim --seeds $(SEEDS) --start $(START) --family $(FAMILY)
 
 ## make package: the deployment zip as `func azure functionapp publish` builds it, installed and indexed in a clean venv
 package: setup

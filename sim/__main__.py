@@ -1,4 +1,4 @@
-"""`python -m sim --seeds N [--start S] [--no-faults] [--seed K]`: run seeds, print failures with their
+"""`python -m sim --seeds N [--start S] [--family F] [--no-faults] [--seed K]`: run seeds, print failures with their
 schedule, and the seeds per second."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import os
 import sys
 import time
 
+from sim.scenario import FAMILIES
 from sim.world import run
 
 
@@ -17,6 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=100, help="how many seeds to run")
     parser.add_argument("--start", type=int, default=0, help="the first seed")
     parser.add_argument("--seed", type=int, default=None, help="run this one seed and print its whole schedule")
+    parser.add_argument("--family", choices=FAMILIES, default="random", help="the scenario family (sim.scenario)")
     parser.add_argument("--no-faults", action="store_true", help="scenarios without faults")
     parser.add_argument("--stop", action="store_true", help="stop at the first failing seed")
     parser.add_argument("-v", "--verbose", action="store_true", help="the app's own warnings too")
@@ -26,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     failed: list[int] = []
     began = time.perf_counter()
     for seed in seeds:
-        outcome = run(seed, faults=not args.no_faults)
+        outcome = run(seed, faults=not args.no_faults, family=args.family)
         if args.seed is not None:
             print(outcome.report())
             print("\n".join(outcome.trace) if outcome.ok else "")

@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MODES = ("ok", "ok", "ok", "ok", "ok", "t1", "t2", "perm")
+# Scenario families: `random` spreads faults over the run; `submit` aims crashes, storage faults and Service
+# Bus outages at each submit's write path (chunks stored, commit, index, doorbell), every submit keyed and
+# retried as a client would; `limits` sets HANDLER_MAX_IN_FLIGHT=1 with handler calls that hang.
+FAMILIES = ("random", "submit", "limits")
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class Scenario:
     bus_delay_s: float = 0.0
     handler_hang: float = 0.0
     timer_s: float = 600.0
+    family: str = "random"
 
     @property
     def fault_end_s(self) -> float:
@@ -75,8 +80,10 @@ class Scenario:
         return not (self.crashes or self.storage_spans or self.handler_hang or self.bus_spans or self.bus_lose)
 
     @classmethod
-    def draw(cls, seed: int, *, faults: bool = True) -> Scenario:
-        rng = random.Random(f"scenario-{seed}")
+    def draw(cls, seed: int, *, faults: bool = True, family: str = "random") -> Scenario:
+        if family not in FAMILIES:
+            raise ValueError(f"unknown scenario family {family!r}: one of {', '.join(FAMILIES)}")
+        rng = random.Random(f"scenario-{seed}" if family == "random" else f"scenario-{family}-{seed}")
         instances = rng.randint(1, 3)
         settings = {
             "WORK_QUEUE_PARTITIONS": str(rng.choice([1, 1, 2])),
@@ -101,7 +108,7 @@ class Scenario:
         submits = []
         for n in range(rng.randint(2, 7)):
             size = rng.choice([1, 2, 5, 9, 17])
-            keyed = rng.random() < 0.4
+            keyed = rng.random() < 0.4 or family == "submit"
             submits.append(
                 Submit(
                     at_s=round(rng.uniform(0.0, 40.0), 3),
@@ -115,10 +122,31 @@ class Scenario:
                     modes=tuple(rng.choice(MODES) for _ in range(size)),
                 )
             )
-        scenario = cls(seed, faults, settings, skews, sorted(submits, key=lambda s: s.at_s))
-        if faults:
+        if family == "limits":
+            settings["HANDLER_MAX_IN_FLIGHT"] = "1"
+        scenario = cls(seed, faults, settings, skews, sorted(submits, key=lambda s: s.at_s), family=family)
+        if faults and family == "submit":
+            scenario.aim_at_submits(rng, instances)
+        elif faults:
             scenario.add_faults(rng, instances)
+            if family == "limits":
+                scenario.handler_hang = 0.1
         return scenario
+
+    def aim_at_submits(self, rng: random.Random, instances: int) -> None:
+        """Faults inside a submit's first second, where its writes are: a crash of the instance answering it,
+        storage requests failing or applied with their answer lost, Service Bus away for its doorbell."""
+        for sub in self.submits:
+            at = sub.at_s + rng.uniform(0.0, 0.4)
+            roll = rng.random()
+            if roll < 0.35:
+                self.crashes.append(Crash(round(at, 3), sub.instance, rng.uniform(1, 20)))
+            elif roll < 0.8:
+                kind = rng.choice(["5xx", "lost", "lost", "timeout"])
+                self.storage_spans.append(Span(at, at + rng.uniform(0.05, 1.5), kind, rng.choice([0.5, 1.0])))
+            else:
+                self.bus_spans.append(Span(at, at + rng.uniform(1.0, 10.0)))
+        self.crashes.sort(key=lambda c: c.at_s)
 
     def add_faults(self, rng: random.Random, instances: int) -> None:
         for _ in range(rng.choice([0, 1, 1, 2, 3])):
@@ -138,7 +166,7 @@ class Scenario:
 
     def describe(self) -> str:
         out: list[Any] = [
-            f"scenario {self.seed}: {len(self.skews_s)} instance(s), skews "
+            f"scenario {self.seed} ({self.family}): {len(self.skews_s)} instance(s), skews "
             + ", ".join(f"{s:+.2f} s" for s in self.skews_s)
         ]
         out.append("  settings: " + " ".join(f"{k}={v}" for k, v in sorted(self.settings.items())))

@@ -126,6 +126,12 @@ class ResourceConflict(StorageError):
     """Raised when something already exists or a lease is held by someone else."""
 
 
+class PopReceiptMismatch(StorageError):
+    """Raised when a queue message is deleted or updated with a pop receipt that no longer holds: its
+    visibility ran out and it was received again (by another drainer, which holds it now). The service answers
+    400 PopReceiptMismatch, not 404."""
+
+
 class NotRun(QueueDrainError):
     """Raised when a chunk's batch was ended or expired between its admission and its handler call: the chunk
     is recorded as `verdict` (cancelled | expired), its handler is not called."""

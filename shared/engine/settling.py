@@ -22,7 +22,7 @@ from shared.batch.envelope import ChunkHeader, ChunkMessage
 from shared.batch.settlement import Failure, ResultRecord, Settlement
 from shared.core import layout
 from shared.core.backoff import retry_delay_ms
-from shared.core.errors import ResourceMissing
+from shared.core.errors import PopReceiptMismatch, ResourceMissing
 from shared.core.settings import INLINE_MAX_BYTES, QUEUE_MESSAGE_MAX_BYTES, Settings
 from shared.engine.report import DrainReport
 from shared.engine.wakeups import Wakeups
@@ -201,8 +201,9 @@ class Settler:
         try:
             async with item.lock, translated(f"delete message {item.message.id}"):
                 await item.queue.delete_message(item.message, pop_receipt=item.pop_receipt)
-        except ResourceMissing:
-            # Its visibility ran out and someone else holds it now; they will settle it (idempotently).
+        except (ResourceMissing, PopReceiptMismatch):
+            # Its visibility ran out and someone else holds it now (a stale pop receipt is a 400
+            # PopReceiptMismatch), or it is gone; whoever holds it will settle it (idempotently).
             log.warning(
                 "message %s on %s was taken over before it could be deleted", item.message.id, item.queue.queue_name
             )
@@ -214,7 +215,7 @@ class Settler:
                 await item.queue.update_message(
                     item.message, pop_receipt=item.pop_receipt, content=text, visibility_timeout=visibility_s
                 )
-        except ResourceMissing:
+        except (ResourceMissing, PopReceiptMismatch):
             log.warning(
                 "message %s on %s was taken over before it could be updated", item.message.id, item.queue.queue_name
             )

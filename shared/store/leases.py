@@ -12,12 +12,14 @@ from datetime import datetime, timedelta, timezone
 from azure.storage.blob.aio import BlobLeaseClient, ContainerClient
 
 from shared.core import layout
-from shared.core.errors import ResourceConflict, ResourceMissing, StorageError
+from shared.core.errors import ResourceConflict, ResourceMissing, StorageError, StorageUnavailable
 from shared.store.storage import translated
 
 log = logging.getLogger(__name__)
 
 RATE_KEY, RATE_AT_KEY = "rate", "rateat"  # lease blob metadata: messages/s, and when (epoch seconds)
+RENEW_RETRY_S = 1.0  # after a renewal storage could not answer
+RENEW_TIMEOUT_S = 3.0  # a renewal not answered by then is tried again
 
 
 class DrainLease:
@@ -66,13 +68,25 @@ class DrainLease:
 
     async def _renew_forever(self, on_renew: Callable[[], Awaitable[None]] | None) -> None:
         assert self._lease is not None
+        wait_s = self.lease_s / 3
         while True:
-            await asyncio.sleep(self.lease_s / 3)
+            await asyncio.sleep(wait_s)
             try:
                 renewing_at = datetime.now(timezone.utc)
-                async with translated(f"renew drain lease {self.queue}/{self.slot}"):
+                # Bounded: a renewal whose request hangs (the client's own timeouts and retries take longer than
+                # the lease has left) is tried again, not waited for while the lease lapses.
+                async with asyncio.timeout(RENEW_TIMEOUT_S), translated(f"renew drain lease {self.queue}/{self.slot}"):
                     await self._lease.renew()
                 self.expires_at = renewing_at + timedelta(seconds=self.lease_s)
+                wait_s = self.lease_s / 3
+            except (StorageUnavailable, TimeoutError) as e:
+                # The session stops taking work, but its chunks in flight (a slow handler call) still count
+                # against the handler limits under this lease: keep it until release, not only until it lapses
+                # (the simulator found a second drainer's call beside one whose lease had lapsed under it).
+                log.warning("drain lease %s/%d not renewed, trying again: %s", self.queue, self.slot, e or "timed out")
+                self.lost.set()
+                wait_s = RENEW_RETRY_S
+                continue
             except StorageError as e:
                 log.warning("drain lease %s/%d lost: %s", self.queue, self.slot, e)
                 self.lost.set()

@@ -25,6 +25,7 @@ from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 from azure.storage.queue.aio import QueueClient, QueueServiceClient
 
 from shared.core.errors import (
+    PopReceiptMismatch,
     PreconditionFailed,
     ResourceConflict,
     ResourceMissing,
@@ -84,6 +85,8 @@ async def translated(operation: str) -> AsyncIterator[None]:
             raise PreconditionFailed(operation, _message(e), status=412, code=_code(e)) from e
         if e.status_code == 409:
             raise ResourceConflict(operation, _message(e), status=409, code=_code(e)) from e
+        if e.status_code == 400 and _code_value(e) == "PopReceiptMismatch":
+            raise PopReceiptMismatch(operation, _message(e), status=400, code=_code(e)) from e
         if e.status_code in {500, 502, 503, 504}:
             raise StorageUnavailable(operation, _message(e), status=e.status_code, code=_code(e)) from e
         raise StorageError(operation, _message(e), status=e.status_code, code=_code(e)) from e
@@ -96,6 +99,12 @@ async def translated(operation: str) -> AsyncIterator[None]:
 def _code(e: Exception) -> str | None:
     code = getattr(e, "error_code", None)
     return str(code) if code is not None else None
+
+
+def _code_value(e: Exception) -> str | None:
+    """The service's error code as it answered it (the SDK wraps known codes in an enum)."""
+    code = getattr(e, "error_code", None)
+    return None if code is None else str(getattr(code, "value", code))
 
 
 def _message(e: Exception) -> str:

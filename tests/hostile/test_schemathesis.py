@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
-from schemathesis.specs.openapi.checks import allow_header_conformance
+from schemathesis.specs.openapi.checks import allow_header_conformance, positive_data_acceptance
 
 from shared.api import OPENAPI
 from tests.hostile.conftest import HOST_KEY, HostileStack, Reply
@@ -44,6 +44,11 @@ def test_every_answer_is_what_the_openapi_document_promises(case: Any, hostile: 
     # GET /poison/replay is poison_detail("replay") (a route template, in Azure as here), so OPTIONS on that
     # path truthfully allows GET as well.
     excluded = [allow_header_conformance] if case.path == "/poison/replay" else []
+    # A submit's acceptance also rests on what no schema can state: a callback_url's host must be in the
+    # CALLBACK_ALLOWED_HOSTS setting (empty here: every callback is a JSON 400 naming it), and not_before's time
+    # form is bounded by the clock. Its answers are still checked against the document, and never a 5xx.
+    if case.method == "POST" and case.path == "/batches":
+        excluded.append(positive_data_acceptance)
     case.validate_response(response, excluded_checks=excluded)
     assert response.status_code < 500, response.text[:300]
 

@@ -15,9 +15,10 @@ import pytest
 from azure.storage.blob.aio import BlobLeaseClient, BlobServiceClient
 from azure.storage.queue.aio import QueueServiceClient
 
-from shared.core.errors import PreconditionFailed, ResourceConflict, ResourceMissing, StorageError
+from shared.core.errors import PopReceiptMismatch, PreconditionFailed, ResourceConflict, ResourceMissing, StorageError
 from shared.store.storage import configured, read_json, translated, write_json
 from sim import storage as simstorage
+from sim.account import CONNECTION_STRING, Account
 from tests.conftest import Names
 
 
@@ -41,9 +42,9 @@ async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
     clock = [2_000_000_000.0]
     if request.param == "sim":
         rng = random.Random(0)
-        server = simstorage.StorageServer(simstorage.Account(), lambda: clock[0], rng)
+        server = simstorage.StorageServer(Account(), lambda: clock[0], rng)
         transport = simstorage.SimTransport(server, simstorage.StorageWeather(rng, latency_s=(0.0, 0.0)))
-        conn, extra = simstorage.CONNECTION_STRING, {"transport": transport}
+        conn, extra = CONNECTION_STRING, {"transport": transport}
     else:
         conn, extra = request.getfixturevalue("storage_connection_string"), {}
     queues = configured(partial(QueueServiceClient.from_connection_string, conn, **extra))
@@ -65,7 +66,7 @@ async def test_a_received_message_is_hidden_counted_and_settled_only_by_its_late
     assert [m async for m in queue.receive_messages(messages_per_page=32, visibility_timeout=1)] == []
     assert (await queue.get_queue_properties()).approximate_message_count == 1  # invisible ones count
     updated = await queue.update_message(got[0], pop_receipt=got[0].pop_receipt, content="rest", visibility_timeout=1)
-    with pytest.raises(StorageError) as stale:
+    with pytest.raises(PopReceiptMismatch) as stale:
         async with translated("delete with a stale receipt"):
             await queue.delete_message(got[0].id, pop_receipt=got[0].pop_receipt)
     assert stale.value.status == 400  # PopReceiptMismatch: a StorageError, not ResourceMissing

@@ -13,6 +13,8 @@ from sim.world import run
 
 FAULTY_SEEDS = range(0, 60)
 CALM_SEEDS = range(1000, 1010)
+SUBMIT_SEEDS = range(0, 20)  # faults aimed at each submit's writes (sim.scenario, family "submit")
+LIMITS_SEEDS = [*range(0, 10), 23]  # HANDLER_MAX_IN_FLIGHT=1 with hanging calls; 23 catches a lapsed lease
 
 
 @pytest.fixture(autouse=True)
@@ -29,6 +31,20 @@ def test_every_invariant_holds_under_faults(seed: int) -> None:
     outcome = run(seed)
     assert outcome.ok, outcome.report()
     assert outcome.accepted > 0 or outcome.scenario.crashes or outcome.scenario.storage_spans, outcome.report()
+
+
+@pytest.mark.parametrize("seed", SUBMIT_SEEDS)
+def test_a_submit_hit_in_its_writes_is_either_accepted_and_counted_or_refused(seed: int) -> None:
+    outcome = run(seed, family="submit")
+    assert outcome.ok, outcome.report()
+    assert outcome.scenario.crashes or outcome.scenario.storage_spans or outcome.scenario.bus_spans
+
+
+@pytest.mark.parametrize("seed", LIMITS_SEEDS)
+def test_handler_limits_hold_while_handler_calls_hang(seed: int) -> None:
+    outcome = run(seed, family="limits")
+    assert outcome.ok, outcome.report()
+    assert outcome.scenario.settings["HANDLER_MAX_IN_FLIGHT"] == "1"
 
 
 @pytest.mark.parametrize("seed", CALM_SEEDS)
