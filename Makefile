@@ -59,8 +59,11 @@ simulate: $(PY_OK)
 package: setup
 	$(BIN)/python -m devstack.package dist/queue-drain.zip
 
+## make test-fast: the pure and single-service tests (the app on a real Azurite, the benches' pure parts, the
+## templates, the simulation) without the ones marked slow, in under a minute; make test runs them all
 test-fast: setup
-	$(BIN)/python -m pytest -m "not faults and not slow"
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not faults and not slow and not hostile and not browser" \
+		tests/app tests/bench tests/infra tests/sim
 
 ## make reliability: the fault scenarios against the whole local stack -> RELIABILITY.md (written even if one fails)
 reliability: setup

@@ -58,6 +58,7 @@ async def poison_messages(services: Services) -> list[poison.PoisonMessage]:
     return [poison.decode(m.content) for m in await queue.peek_messages(max_messages=32)]
 
 
+@pytest.mark.slow
 async def test_failed_items_are_retried_alone_and_poisoned_after_max_dequeues(configure):
     services = configure(HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="3", CHUNK_MAX_ITEMS="10")
     ids = [f"t-{i}" for i in range(25)]
@@ -106,6 +107,7 @@ async def test_permanent_failures_are_poisoned_at_once_and_transient_ones_succee
     assert Counter((await result_positions(services, batch_id)).values()) == Counter({1: 34})
 
 
+@pytest.mark.slow
 async def test_a_drain_cancelled_mid_chunk_loses_nothing_and_a_second_drain_completes(configure):
     services = configure(HANDLER="tests.app.handlers:blocking", CHUNK_MAX_ITEMS="100", VISIBILITY_TIMEOUT_S="1")
     ids = [f"c-{i}" for i in range(300)]
@@ -152,6 +154,7 @@ async def test_only_one_instance_drains_a_queue_slot_and_a_trigger_storm_does_no
         await other.storage.close()
 
 
+@pytest.mark.slow
 async def test_work_arriving_while_the_lease_is_held_is_drained_by_the_holder_after_release(configure):
     services = configure(HANDLER="tests.app.handlers:record", CHUNK_MAX_ITEMS="10")
     first = await submit_ids(services, [f"a-{i}" for i in range(10)])
@@ -223,6 +226,7 @@ async def test_a_cancelled_drain_leaves_its_watchdog_in_place(configure):
     assert publisher.cancelled == []
 
 
+@pytest.mark.slow
 async def test_a_delayed_retry_schedules_a_retry_due_event_for_when_it_is_visible(configure):
     publisher = RecordingPublisher()
     services = configure(
@@ -328,6 +332,7 @@ async def test_a_submission_that_stopped_halfway_resumes_with_its_key_and_no_ite
     assert (await read_batch_status(services, batch_id))["status"] == "completed"
 
 
+@pytest.mark.slow
 async def test_large_chunks_travel_as_compressed_claim_checks_and_retries_reference_them(configure):
     services = configure(HANDLER="tests.app.handlers:mixed", CHUNK_MAX_ITEMS="200")
     import random
@@ -400,6 +405,7 @@ async def test_partitions_spread_chunks_over_queues_each_with_its_own_event_and_
     assert set(handlers.calls.values()) == {1}
 
 
+@pytest.mark.slow
 async def test_a_drain_that_storage_stops_comes_back_later_instead_of_burning_its_deliveries(configure):
     from devstack.azurite import AzuritePorts, connection_string
     from shared.core.events import TriggerEvent
@@ -423,6 +429,7 @@ async def test_a_drain_that_storage_stops_comes_back_later_instead_of_burning_it
     assert (at - datetime.now(timezone.utc)).total_seconds() > 3, "later, not at once"
 
 
+@pytest.mark.slow
 async def test_an_overloaded_downstream_pauses_the_drain_without_spending_attempts(configure):
     # MAX_DEQUEUE_COUNT 2: had the three overloads counted as attempts, the chunk would have been parked.
     services = configure(HANDLER="tests.app.handlers:overloaded_at_first", MAX_DEQUEUE_COUNT="2")

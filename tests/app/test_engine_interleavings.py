@@ -424,6 +424,7 @@ async def test_an_unreleased_lease_leaves_its_follow_up_for_when_it_has_expired(
     assert report.outcome == "lease-unreleased"
 
 
+@pytest.mark.slow
 async def test_the_watchdog_moves_past_the_latest_visibility_the_drainer_set(configure, gate):
     """Chunk 0 fails once and is hidden for its 60 s retry delay; chunk 1 keeps the session going past a lease
     renewal (LEASE_S=15: one every 5 s). Were the drainer to die then, its watchdog must come after that

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 from azure.functions.timer import TimerRequest
 
 from shared.core import layout
@@ -71,6 +72,7 @@ async def test_the_fallback_leaves_a_queue_alone_while_a_drainer_holds_it(config
     assert publisher.reasons() == ["look"], "no drainer called; the look chain the deferred submit could not arm"
 
 
+@pytest.mark.slow
 async def test_an_idle_queue_backs_off_and_writes_its_state_only_when_the_interval_changes(configure):
     services = configure(
         publisher=RecordingPublisher(), BACKOFF_FLOOR_MS="100", BACKOFF_CEILING_MS="800", BACKOFF_JITTER="0"
@@ -132,6 +134,7 @@ async def test_a_deferral_makes_the_fallback_look_at_its_queue_at_its_next_tick(
     assert (await read_batch_status(services, batch_id))["status"] == "completed"
 
 
+@pytest.mark.slow
 async def test_a_deferred_trigger_is_published_again_as_soon_as_service_bus_answers(configure):
     publisher = RecordingPublisher(down=True)
     services = configure(publisher=publisher)

@@ -64,6 +64,7 @@ async def result_records(services: Any, batch_id: str) -> list[dict[str, Any]]:
     return await read_records(services.storage.container(services.settings.results_container), batch_id)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 async def test_ten_thousand_items_flow_from_http_through_service_bus_and_each_result_is_recorded_once(
     configure, app_functions, servicebus_service
@@ -161,6 +162,7 @@ async def test_an_event_for_a_queue_that_is_not_the_apps_is_refused(configure, a
         await app_functions["drain"](message)
 
 
+@pytest.mark.slow
 async def test_the_publisher_sends_schedules_and_cancels_on_the_real_broker(configure, servicebus_service):
     services = configure(servicebus=servicebus_service.connection_string)
     publisher = ServiceBusPublisher(services.settings)
@@ -188,6 +190,7 @@ async def test_the_publisher_sends_schedules_and_cancels_on_the_real_broker(conf
     assert Reason.RETRY_DUE not in scheduled
 
 
+@pytest.mark.slow
 async def test_concurrent_first_publishes_on_a_cold_publisher_all_reach_the_broker(configure, servicebus_service):
     # A submit and the fallback can publish at the same moment; the SDK's lazily opened sender once failed
     # both (and the batch was accepted as "deferred" with the broker up).

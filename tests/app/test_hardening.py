@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import pytest
+
 from shared import api
 from shared.core.events import Reason
 from shared.engine import lane_queues
@@ -100,6 +102,7 @@ async def test_past_max_tenants_a_new_tenant_is_a_json_409_naming_the_setting_an
 # -- item 8: express pages are bounded -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_express_pages_never_make_a_drainer_hold_more_than_twice_its_receivers_pages(configure) -> None:
     """A tenant with a backlog that keeps submitting: every new mark used to start another page of the backlog."""
     services = configure(
@@ -160,6 +163,7 @@ async def test_a_deep_queue_recruits_no_more_drainers_than_handler_max_in_flight
     assert slots == [1], slots
 
 
+@pytest.mark.slow
 async def test_a_drainer_with_no_share_of_the_in_flight_limit_receives_nothing(configure) -> None:
     """Two leasing drainers and HANDLER_MAX_IN_FLIGHT 1: the one ranked past the limit used to receive a page
     and hold it hidden while it waited without a deadline."""

@@ -152,6 +152,7 @@ async def test_in_one_shared_lane_the_small_batch_waits_behind_the_backlog(confi
     assert seen.index(small) > 150
 
 
+@pytest.mark.slow
 async def test_a_tenant_arriving_mid_drain_is_found_by_the_running_drainer(configure) -> None:
     services = configure(HANDLER=RECORD, CHUNK_MAX_ITEMS="1", CHUNK_CONCURRENCY="2", RECEIVERS="1")
     services.publisher = RecordingPublisher()

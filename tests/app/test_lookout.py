@@ -135,6 +135,7 @@ async def test_a_submit_racing_the_look_that_ends_the_chain_is_never_left_withou
     assert chain.token == looks(services.publisher)[-1][0].token
 
 
+@pytest.mark.slow
 async def test_a_look_that_cannot_send_the_next_one_unarms_the_chain_and_this_process_arms_it_later(services):
     """Failing the look would have Service Bus deliver it 10 times and dead-letter it, its chain "armed" until
     GRACE_MS past due."""
@@ -215,6 +216,7 @@ async def test_new_work_is_looked_at_within_the_floor_even_while_the_chain_looks
     assert (chain.token, chain.interval_ms) == (armed.token, FLOOR_MS)
 
 
+@pytest.mark.slow
 async def test_with_service_bus_down_the_look_is_armed_with_the_doorbell_once_it_answers(services):
     services.publisher.down = True
     done = await submit(

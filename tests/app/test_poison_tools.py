@@ -122,6 +122,7 @@ async def test_an_oversized_replay_body_is_a_413(configure, app_functions):
     assert body["error"]["code"] == "limit_exceeded"
 
 
+@pytest.mark.slow
 async def test_inspecting_parked_chunks_hides_nothing_costs_a_few_calls_and_replay_finds_them_all(configure):
     """40 parked chunks: looking one up (known, beyond the first page, or unknown) costs a few storage calls
     and leaves every message visible; a replay of the batch that runs while others inspect finds all 40."""
@@ -282,6 +283,7 @@ async def test_a_background_replay_whose_step_event_was_lost_is_published_again_
     assert code == 404, missing
 
 
+@pytest.mark.slow
 async def test_a_replay_that_meets_service_bus_down_rings_its_doorbell_and_arms_its_look_once_it_answers(
     configure, app_functions
 ):

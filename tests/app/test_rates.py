@@ -51,6 +51,7 @@ async def paced(context):
     await asyncio.sleep(0.05)
 
 
+@pytest.mark.slow
 async def test_a_queue_near_its_target_is_reported_with_the_partitions_to_add(configure, monkeypatch, caplog):
     """Azurite here cannot reach 2,000 messages/s, so the target is lowered to 10/s for this test (and the
     rate a drainer writes from, to 1/s); the measuring, writing, summing and advising are the app's own."""
@@ -77,6 +78,7 @@ async def test_a_queue_near_its_target_is_reported_with_the_partitions_to_add(co
     assert any("WORK_QUEUE_PARTITIONS to" in r.getMessage() for r in caplog.records), "the drainer says so too"
 
 
+@pytest.mark.slow
 async def test_below_the_reporting_rate_a_drainer_writes_nothing_extra(configure):
     services = configure(
         publisher=RecordingPublisher(),

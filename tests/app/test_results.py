@@ -78,6 +78,7 @@ async def test_a_cancelled_writer_leaves_nobody_waiting(configure):
     assert any(isinstance(o, asyncio.CancelledError) for o in done)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 async def test_a_chunk_redelivered_after_its_record_was_written_counts_once_by_its_newest_record(configure):
     """A drain that died between writing a chunk's record and deleting its message: the message comes back,

@@ -106,6 +106,7 @@ def sprinkled(unit: bytes, marked: bytes, count: int = 15_000_000) -> bytes:
     return b"".join(parts)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["ndjson", "json"])
 async def test_a_small_gzip_that_inflates_huge_never_stalls_the_event_loop_and_stops_at_the_item_limit(configure, kind):
     """About 250 KB of gzip that inflates to tens of MB of `{}` items, inside the 200x ratio: it used to be

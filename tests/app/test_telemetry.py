@@ -59,6 +59,7 @@ def total(found: dict[str, list[Any]], name: str, **attributes: Any) -> float:
     return sum(p.value for p in found.get(name, []) if all(p.attributes.get(k) == v for k, v in attributes.items()))
 
 
+@pytest.mark.slow
 async def test_a_drain_counts_items_by_outcome_chunks_sessions_wake_latency_and_storage(configure, reader) -> None:
     services = configure(HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="2", CHUNK_MAX_ITEMS="10")
     queue = services.settings.work_queue

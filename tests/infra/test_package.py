@@ -50,6 +50,7 @@ def test_the_lock_pins_every_runtime_package_at_the_version_tested_here() -> Non
     assert installed == locked, "regenerate: python -m devstack.lock > requirements.lock"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_make_package_builds_a_zip_that_installs_and_indexes_in_a_clean_venv(tmp_path: Path) -> None:
     """The whole `make package` step: pip installs requirements.txt (with its lock) into a fresh venv, so it

@@ -54,6 +54,7 @@ async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
     await blobs.close()
 
 
+@pytest.mark.slow
 async def test_a_received_message_is_hidden_counted_and_settled_only_by_its_latest_pop_receipt(
     backend: Backend, names: Names
 ) -> None:
@@ -180,6 +181,7 @@ async def test_blob_listings_carry_metadata_lease_state_and_markers(backend: Bac
     assert states["index/0"] == "available"
 
 
+@pytest.mark.slow
 async def test_a_lease_excludes_others_guards_writes_and_expires(backend: Backend, names: Names) -> None:
     container = backend.blobs.get_container_client(names.container("c"))
     await container.create_container()

@@ -26,6 +26,7 @@ def quiet_app_logs() -> Iterator[None]:
     app.setLevel(level)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", FAULTY_SEEDS)
 def test_every_invariant_holds_under_faults(seed: int) -> None:
     outcome = run(seed)
