@@ -73,7 +73,7 @@ class Section:
 
     def binary(self) -> bytes:
         """The bytes of a data section, sliced out without decoding (bodies can be large)."""
-        start = _skip(memoryview(self.raw), 1)  # past the descriptor
+        start = value_end(memoryview(self.raw), 1)  # past the descriptor
         constructor = self.raw[start]
         if constructor == 0xA0:
             return self.raw[start + 2 :]
@@ -100,7 +100,7 @@ def split_sections(payload: bytes) -> list[Section]:
     while offset < len(payload):
         if payload[offset] != 0x00:
             raise MalformedMessageError(f"byte {offset} does not start an AMQP message section")
-        end = _skip(view, offset)
+        end = value_end(view, offset)
         sections.append(Section(_section_code(view, offset + 1), payload[offset:end]))
         offset = end
     return sections
@@ -112,13 +112,13 @@ _FIXED_WIDTH = {0x4: 0, 0x5: 1, 0x6: 2, 0x7: 4, 0x8: 8, 0x9: 16}
 _SIZE_WIDTH = {0xA: 1, 0xB: 4, 0xC: 1, 0xD: 4, 0xE: 1, 0xF: 4}
 
 
-def _skip(view: memoryview, offset: int) -> int:
+def value_end(view: memoryview, offset: int) -> int:
     """The offset just past the encoded value that starts at `offset`."""
     if offset >= len(view):
         raise MalformedMessageError(f"the message ends inside a value at byte {offset}")
     constructor = view[offset]
     if constructor == 0x00:  # described: a descriptor value, then the value
-        return _skip(view, _skip(view, offset + 1))
+        return value_end(view, value_end(view, offset + 1))
     nibble = constructor >> 4
     if nibble in _FIXED_WIDTH:
         end = offset + 1 + _FIXED_WIDTH[nibble]
@@ -138,7 +138,7 @@ def _skip(view: memoryview, offset: int) -> int:
 def _section_code(view: memoryview, offset: int) -> int:
     """The section a descriptor names: 0x53 nn (small ulong), 0x80 (ulong) or a symbol such as amqp:data:binary."""
     constructor = view[offset]
-    end = _skip(view, offset)
+    end = value_end(view, offset)
     if constructor == 0x53:
         code = view[offset + 1]
     elif constructor == 0x80:

@@ -64,6 +64,10 @@ QUEUES: dict[str, dict[str, object]] = {
     "dlq-send": {},
     "case": {},
     "connection": {},
+    "concurrent-peek": {},
+    "concurrent-renew": {"LockDuration": "PT30S"},
+    "aio-concurrent-peek": {},
+    "aio-concurrent-schedule": {},
 }
 
 
