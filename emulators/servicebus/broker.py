@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 
 CONTAINER_ID = "queue-drain-servicebus-standin"
 INCOMING_CREDIT = 200  # messages a client may have in flight towards us on one link
+SESSION_FILTER = "com.microsoft:session-filter"  # the source filter of a session receiver
 SHUTDOWN_GRACE_S = 2.0  # how long clients get to answer our close before the event loop ends anyway
 _T = TypeVar("_T")
 _Handler = TypeVar("_Handler", bound=Callable[["Broker", Event], None])
@@ -264,6 +265,12 @@ class Broker(Handler):
             link.max_message_size = codec.MAX_MESSAGE_BYTES
             log.info("connection #%d attached sender to %s", peer.number, queue.name)
             return LinkInfo(Role.ENTITY, path, queue)
+        if _asks_for_session(link):
+            # No queue here requires sessions, and Service Bus refuses a session receiver on such a queue.
+            raise NotAllowedError(
+                f"It is not possible for an entity that does not require sessions ({queue.name}) "
+                "to create a session receiver."
+            )
         # A receive-and-delete client asks for pre-settled deliveries; peek-lock for settle-mode "second".
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = link.remote_rcv_settle_mode
@@ -540,6 +547,16 @@ class _Later(Handler):
 
     def on_timer_task(self, event: Event) -> None:
         self._action()
+
+
+def _asks_for_session(link: Link) -> bool:
+    """Whether a receiving client's source carries the session filter (it names a session, or any session)."""
+    filters = link.remote_source.filter
+    filters.rewind()
+    if not filters.next():
+        return False
+    value = filters.get_object()
+    return isinstance(value, dict) and SESSION_FILTER in {str(key) for key in value}
 
 
 def _reply_link(peer: Peer, role: Role, address: str) -> Sender | None:

@@ -46,6 +46,7 @@ X_OPT_ENQUEUED_TIME = symbol("x-opt-enqueued-time")
 X_OPT_LOCKED_UNTIL = symbol("x-opt-locked-until")
 X_OPT_MESSAGE_STATE = symbol("x-opt-message-state")
 X_OPT_SCHEDULED_ENQUEUE_TIME = symbol("x-opt-scheduled-enqueue-time")
+X_OPT_LOCK_TOKEN = symbol("x-opt-lock-token")  # delivery annotation: the lock token, as Service Bus sends it
 _BROKER_OWNED = {X_OPT_SEQUENCE_NUMBER, X_OPT_ENQUEUED_TIME, X_OPT_LOCKED_UNTIL, X_OPT_MESSAGE_STATE}
 
 
@@ -196,11 +197,15 @@ def _batch_members(sections: Sequence[Section]) -> list[bytes] | None:
 
 
 def _is_whole_message(payload: bytes) -> bool:
+    """Sections in AMQP's order with a body; the SDK writes delivery annotations last, so they may be anywhere."""
     try:
         codes = [section.code for section in split_sections(payload)]
     except MalformedMessageError:
         return False
-    return bool(codes) and codes == sorted(codes) and any(code in _BODY for code in codes)
+    ordered = [code for code in codes if code != DELIVERY_ANNOTATIONS]
+    return (
+        ordered == sorted(ordered) and codes.count(DELIVERY_ANNOTATIONS) <= 1 and any(code in _BODY for code in codes)
+    )
 
 
 def _incoming(payload: bytes, sections: Sequence[Section]) -> IncomingMessage:
@@ -240,13 +245,19 @@ def _section_map(sections: Sequence[Section], code: int) -> dict[object, object]
     return {}
 
 
-def render(message: QueueMessage) -> bytes:
-    """The stored message as the broker hands it out: fresh header and broker annotations, the rest verbatim."""
+def render(message: QueueMessage, *, peek: bool = False) -> bytes:
+    """The stored message as the broker hands it out: fresh header and broker annotations, the rest verbatim.
+
+    Delivery annotations keep what the sender set, plus `x-opt-lock-token` on a locked delivery (not on a peek).
+    """
     sections = split_sections(message.payload)
-    out = [
-        _encode_header(_section_list(sections, HEADER), message.delivery_count),
-        _encode_section(MESSAGE_ANNOTATIONS, _annotations(_section_map(sections, MESSAGE_ANNOTATIONS), message)),
-    ]
+    out = [_encode_header(_section_list(sections, HEADER), message.delivery_count)]
+    delivery_annotations = _section_map(sections, DELIVERY_ANNOTATIONS)
+    if message.lock_token is not None and not peek:
+        delivery_annotations[X_OPT_LOCK_TOKEN] = message.lock_token
+    if delivery_annotations:
+        out.append(_encode_section(DELIVERY_ANNOTATIONS, delivery_annotations))
+    out.append(_encode_section(MESSAGE_ANNOTATIONS, _annotations(_section_map(sections, MESSAGE_ANNOTATIONS), message)))
     out += [section.raw for section in sections if section.code == PROPERTIES]
     if message.dead_letter_reason is not None or message.dead_letter_description is not None:
         out.append(_encode_section(APPLICATION_PROPERTIES, _dead_letter_properties(sections, message)))

@@ -68,6 +68,10 @@ QUEUES: dict[str, dict[str, object]] = {
     "concurrent-renew": {"LockDuration": "PT30S"},
     "aio-concurrent-peek": {},
     "aio-concurrent-schedule": {},
+    "lock-token-annotation": {},
+    "delivery-annotations": {},
+    "delivery-annotations-batch": {},
+    "no-sessions": {},
 }
 
 
