@@ -25,6 +25,7 @@ _PROTOCOL_HEADER = b"AMQP"
 _AMQP_FRAME = 0
 _BEGIN, _TRANSFER, _DISPOSITION, _END = 0x11, 0x14, 0x15, 0x17
 _SERIAL = 1 << 32  # delivery-ids are RFC 1982 serial numbers
+MAX_FRAME_BYTES = 1 << 20  # larger than any frame a client of a 256 KB broker sends: proton judges it as it is
 MAX_REMEMBERED = 10_000  # renumbered deliveries remembered per session until the broker settles them
 
 
@@ -50,8 +51,8 @@ class _Frames:
                 size = 8
             elif len(self._buffer) >= 4:
                 size = int.from_bytes(self._buffer[:4], "big")
-                if size < _FRAME_HEADER.size:
-                    raise MalformedMessageError(f"a frame of {size} bytes is shorter than its header")
+                if not _FRAME_HEADER.size <= size <= MAX_FRAME_BYTES:
+                    raise MalformedMessageError(f"a frame of {size} bytes is not one the stand-in reads")
             else:
                 return
             if len(self._buffer) < size:
