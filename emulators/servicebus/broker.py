@@ -18,7 +18,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import TypeVar
 
@@ -116,9 +116,17 @@ def guarded(method: _Handler) -> _Handler:
 
 
 class Broker(Handler):
-    def __init__(self, namespace: Namespace, store: Store, *, clock: Callable[[], int] = wall_ms) -> None:
+    def __init__(
+        self,
+        namespace: Namespace,
+        store: Store,
+        *,
+        clock: Callable[[], int] = wall_ms,
+        locked_counts_as_active: bool = True,
+    ) -> None:
         super().__init__()
         self.namespace = namespace
+        self.locked_counts_as_active = locked_counts_as_active
         self.store = store
         self.clock = clock
         self.close_listeners: Callable[[], None] | None = None
@@ -147,6 +155,23 @@ class Broker(Handler):
             queue.advance(now)
             self._pump(queue)
         self._arm_timer()
+
+    @guarded
+    def on_counts_request(self, event: Event) -> None:
+        request = event.subject
+        try:
+            request.answer = self.counts()
+        finally:
+            request.done.set()
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Each queue's runtime counts (dead-letter subqueues are counted in their queue's)."""
+        now = self.clock()
+        return {
+            queue.name: asdict(queue.counts(now, locked_counts_as_active=self.locked_counts_as_active))
+            for queue in self.namespace.queues()
+            if not queue.is_dead_letter_queue
+        }
 
     # --- connections and sessions ----------------------------------------------------------------
 
