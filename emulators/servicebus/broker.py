@@ -41,7 +41,13 @@ from proton.reactor import Container
 
 from emulators.servicebus import cbs, codec, management, nodes
 from emulators.servicebus.entities import Outcome, Queue
-from emulators.servicebus.errors import AmqpError, EntityNotFoundError, NotAllowedError, UnauthorizedError
+from emulators.servicebus.errors import (
+    AmqpError,
+    EntityNotFoundError,
+    NotAllowedError,
+    SessionsNotSupportedError,
+    UnauthorizedError,
+)
 from emulators.servicebus.namespace import Namespace, entity_path
 from emulators.servicebus.store import Store
 from emulators.servicebus.wakeups import Wakeups
@@ -292,7 +298,7 @@ class Broker(Handler):
             return LinkInfo(Role.ENTITY, path, queue)
         if _asks_for_session(link):
             # No queue here requires sessions, and Service Bus refuses a session receiver on such a queue.
-            raise NotAllowedError(
+            raise SessionsNotSupportedError(
                 f"It is not possible for an entity that does not require sessions ({queue.name}) "
                 "to create a session receiver."
             )
@@ -314,8 +320,9 @@ class Broker(Handler):
         log.warning(
             "connection #%d: attach to %r refused: %s: %s", peer.number, path, error.condition, error.description
         )
-        if isinstance(error, EntityNotFoundError):
-            # Service Bus answers an unknown entity with a null terminus before the detach.
+        if isinstance(error, (EntityNotFoundError, SessionsNotSupportedError)):
+            # Service Bus answers an unknown entity (or a session receiver on a queue without sessions) with a
+            # null terminus before the detach; the SDK's session receiver would read an echoed one as granted.
             (link.source if link.is_sender else link.target).type = Terminus.UNSPECIFIED
         link.open()
         link.condition = error_condition(error.condition, error.description)

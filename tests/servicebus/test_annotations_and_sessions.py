@@ -6,8 +6,10 @@ import uuid
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure.servicebus.exceptions import ServiceBusError
 
+from tests.servicebus.conftest import RunningBroker
 from tests.servicebus.sdk import take
 
 pytestmark = pytest.mark.timeout(60)
@@ -62,3 +64,15 @@ def test_a_batch_whose_first_message_has_delivery_annotations_arrives_as_its_mes
 def test_a_session_receiver_on_a_queue_without_sessions_is_refused(no_retry_client: ServiceBusClient) -> None:
     with pytest.raises(ServiceBusError), no_retry_client.get_queue_receiver("no-sessions", session_id="s") as receiver:
         receiver.receive_messages(max_wait_time=1)
+
+
+async def test_an_aio_session_receiver_on_a_queue_without_sessions_is_refused(
+    conformance_broker: RunningBroker,
+) -> None:
+    async with AsyncServiceBusClient.from_connection_string(conformance_broker.connection_string, retry_total=0) as sb:
+        receiver = sb.get_queue_receiver("no-sessions", session_id="s")
+        try:
+            with pytest.raises(ServiceBusError):
+                await receiver._open_with_retry()  # how the SDK's own tests open a receiver without receiving
+        finally:
+            await receiver.close()
