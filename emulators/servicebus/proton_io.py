@@ -100,8 +100,14 @@ def _wire(selectable: Selectable) -> _Wire:
 
 
 def _feed_proton(transport: Transport, wire: _Wire) -> None:
-    capacity = transport.capacity()
-    if capacity > 0 and wire.to_proton:
+    """Push what proton has room for; it reads each push at once, so go on until it is all in or proton is full.
+
+    Nothing else would come back for the rest: no more bytes may arrive on the socket to wake us.
+    """
+    while wire.to_proton:
+        capacity = transport.capacity()
+        if capacity <= 0:
+            return
         chunk = bytes(wire.to_proton[:capacity])
         transport.push(chunk)
         del wire.to_proton[: len(chunk)]

@@ -72,6 +72,7 @@ QUEUES: dict[str, dict[str, object]] = {
     "delivery-annotations": {},
     "delivery-annotations-batch": {},
     "no-sessions": {},
+    "one-big-frame": {},
 }
 
 
