@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PY_OK  := $(VENV)/.installed
 NODE_OK := node_modules/.installed
 
-.PHONY: chromium setup package run test test-fast lint format mypy check clean bench bench-platform bench-quick reliability simulate
+.PHONY: chromium setup package run test test-fast lint format mypy check clean bench bench-platform bench-quick reliability simulate conformance-servicebus
 
 $(PY_OK): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -70,6 +70,11 @@ reliability: setup
 	rm -f .devstack/reliability.json
 	status=0; RELIABILITY_JSON=.devstack/reliability.json $(BIN)/python -m pytest -m faults || status=$$?; \
 	$(BIN)/python -m tests.faults.report .devstack/reliability.json RELIABILITY.md && exit $$status
+
+## make conformance-servicebus: Microsoft's own queue tests from the pinned azure-servicebus sdist against a fresh
+## Service Bus stand-in, one line per test (downloads the sdist once; not part of `make test`)
+conformance-servicebus: $(PY_OK)
+	$(BIN)/python -m emulators.servicebus.conformance
 
 ## make lint: ruff, and the import contracts of pyproject.toml (layers, no circles, the tools apart from the app)
 lint: $(PY_OK)

@@ -22,6 +22,7 @@ from emulators.servicebus.broker import Broker
 from emulators.servicebus.config import load_config
 from emulators.servicebus.errors import ConfigError, ListenError
 from emulators.servicebus.namespace import Namespace
+from emulators.servicebus.status import COUNTS_EVENT, CountsRequest, StatusServer
 from emulators.servicebus.store import open_store
 
 log = logging.getLogger("emulators.servicebus")  # not __name__: run with -m, that would be "__main__"
@@ -42,6 +43,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="stand-in extension: create unknown queues with default properties on first use",
     )
+    parser.add_argument(
+        "--locked-counts-as-active",
+        choices=["true", "false"],
+        help="count a peek-locked, unsettled message as active (default true, as Service Bus reports it; "
+        "config: StandIn.LockedCountsAsActive)",
+    )
+    parser.add_argument("--status-port", type=int, help="serve GET /counts (JSON) on this loopback port")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser.parse_args(argv)
 
@@ -84,7 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         namespace = Namespace(config.name, config.queues, store, auto_create=args.auto_create_queues)
         namespace.restore(store.load())
-        serve(Broker(namespace, store), args.host, args.port, args.auto_create_queues)
+        locked_counts_as_active = (
+            args.locked_counts_as_active == "true"
+            if args.locked_counts_as_active is not None
+            else config.locked_counts_as_active is not False
+        )
+        broker = Broker(namespace, store, locked_counts_as_active=locked_counts_as_active)
+        serve(broker, args.host, args.port, args.auto_create_queues, args.status_port)
     except ListenError as e:
         log.error("%s", e)
         return EXIT_LISTEN
@@ -94,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def serve(broker: Broker, host: str, port: int, auto_create: bool) -> None:
+def serve(broker: Broker, host: str, port: int, auto_create: bool, status_port: int | None = None) -> None:
     proton_io.install()
     container = Container(broker)
     try:
@@ -104,9 +118,26 @@ def serve(broker: Broker, host: str, port: int, auto_create: bool) -> None:
     injector = EventInjector()
     container.selectable(injector)
 
+    status: StatusServer | None = None
+    if status_port is not None:
+        try:
+            status = StatusServer(host, status_port, lambda request: injector.trigger(_counts_event(request)))
+        except OSError as e:
+            acceptor.close()
+            raise ListenError(f"cannot listen on {host}:{status_port} (--status-port): {e.strerror or e}") from e
+        status.start()
+        log.info(
+            "runtime counts at http://%s:%d/counts (locked counts as active: %s)",
+            host,
+            status_port,
+            broker.locked_counts_as_active,
+        )
+
     def close_listeners() -> None:
         acceptor.close()
         injector.close()
+        if status is not None:
+            status.stop()
 
     broker.close_listeners = close_listeners
     _on_signals(lambda: injector.trigger(ApplicationEvent(SHUTDOWN_EVENT)))
@@ -120,6 +151,10 @@ def serve(broker: Broker, host: str, port: int, auto_create: bool) -> None:
         "; unknown queues are auto-created" if auto_create else "",
     )
     container.run()
+
+
+def _counts_event(request: CountsRequest) -> ApplicationEvent:
+    return ApplicationEvent(COUNTS_EVENT, subject=request)
 
 
 def _on_signals(action: Callable[[], None]) -> None:

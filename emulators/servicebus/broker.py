@@ -18,7 +18,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import TypeVar
 
@@ -41,7 +41,13 @@ from proton.reactor import Container
 
 from emulators.servicebus import cbs, codec, management, nodes
 from emulators.servicebus.entities import Outcome, Queue
-from emulators.servicebus.errors import AmqpError, EntityNotFoundError, NotAllowedError, UnauthorizedError
+from emulators.servicebus.errors import (
+    AmqpError,
+    EntityNotFoundError,
+    NotAllowedError,
+    SessionsNotSupportedError,
+    UnauthorizedError,
+)
 from emulators.servicebus.namespace import Namespace, entity_path
 from emulators.servicebus.store import Store
 from emulators.servicebus.wakeups import Wakeups
@@ -50,6 +56,7 @@ log = logging.getLogger(__name__)
 
 CONTAINER_ID = "queue-drain-servicebus-standin"
 INCOMING_CREDIT = 200  # messages a client may have in flight towards us on one link
+SESSION_FILTER = "com.microsoft:session-filter"  # the source filter of a session receiver
 SHUTDOWN_GRACE_S = 2.0  # how long clients get to answer our close before the event loop ends anyway
 _T = TypeVar("_T")
 _Handler = TypeVar("_Handler", bound=Callable[["Broker", Event], None])
@@ -115,9 +122,17 @@ def guarded(method: _Handler) -> _Handler:
 
 
 class Broker(Handler):
-    def __init__(self, namespace: Namespace, store: Store, *, clock: Callable[[], int] = wall_ms) -> None:
+    def __init__(
+        self,
+        namespace: Namespace,
+        store: Store,
+        *,
+        clock: Callable[[], int] = wall_ms,
+        locked_counts_as_active: bool = True,
+    ) -> None:
         super().__init__()
         self.namespace = namespace
+        self.locked_counts_as_active = locked_counts_as_active
         self.store = store
         self.clock = clock
         self.close_listeners: Callable[[], None] | None = None
@@ -146,6 +161,23 @@ class Broker(Handler):
             queue.advance(now)
             self._pump(queue)
         self._arm_timer()
+
+    @guarded
+    def on_counts_request(self, event: Event) -> None:
+        request = event.subject
+        try:
+            request.answer = self.counts()
+        finally:
+            request.done.set()
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Each queue's runtime counts (dead-letter subqueues are counted in their queue's)."""
+        now = self.clock()
+        return {
+            queue.name: asdict(queue.counts(now, locked_counts_as_active=self.locked_counts_as_active))
+            for queue in self.namespace.queues()
+            if not queue.is_dead_letter_queue
+        }
 
     # --- connections and sessions ----------------------------------------------------------------
 
@@ -264,6 +296,12 @@ class Broker(Handler):
             link.max_message_size = codec.MAX_MESSAGE_BYTES
             log.info("connection #%d attached sender to %s", peer.number, queue.name)
             return LinkInfo(Role.ENTITY, path, queue)
+        if _asks_for_session(link):
+            # No queue here requires sessions, and Service Bus refuses a session receiver on such a queue.
+            raise SessionsNotSupportedError(
+                f"It is not possible for an entity that does not require sessions ({queue.name}) "
+                "to create a session receiver."
+            )
         # A receive-and-delete client asks for pre-settled deliveries; peek-lock for settle-mode "second".
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = link.remote_rcv_settle_mode
@@ -282,8 +320,9 @@ class Broker(Handler):
         log.warning(
             "connection #%d: attach to %r refused: %s: %s", peer.number, path, error.condition, error.description
         )
-        if isinstance(error, EntityNotFoundError):
-            # Service Bus answers an unknown entity with a null terminus before the detach.
+        if isinstance(error, (EntityNotFoundError, SessionsNotSupportedError)):
+            # Service Bus answers an unknown entity (or a session receiver on a queue without sessions) with a
+            # null terminus before the detach; the SDK's session receiver would read an echoed one as granted.
             (link.source if link.is_sender else link.target).type = Terminus.UNSPECIFIED
         link.open()
         link.condition = error_condition(error.condition, error.description)
@@ -540,6 +579,16 @@ class _Later(Handler):
 
     def on_timer_task(self, event: Event) -> None:
         self._action()
+
+
+def _asks_for_session(link: Link) -> bool:
+    """Whether a receiving client's source carries the session filter (it names a session, or any session)."""
+    filters = link.remote_source.filter
+    filters.rewind()
+    if not filters.next():
+        return False
+    value = filters.get_object()
+    return isinstance(value, dict) and SESSION_FILTER in {str(key) for key in value}
 
 
 def _reply_link(peer: Peer, role: Role, address: str) -> Sender | None:

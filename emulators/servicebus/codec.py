@@ -46,6 +46,7 @@ X_OPT_ENQUEUED_TIME = symbol("x-opt-enqueued-time")
 X_OPT_LOCKED_UNTIL = symbol("x-opt-locked-until")
 X_OPT_MESSAGE_STATE = symbol("x-opt-message-state")
 X_OPT_SCHEDULED_ENQUEUE_TIME = symbol("x-opt-scheduled-enqueue-time")
+X_OPT_LOCK_TOKEN = symbol("x-opt-lock-token")  # delivery annotation: the lock token, as Service Bus sends it
 _BROKER_OWNED = {X_OPT_SEQUENCE_NUMBER, X_OPT_ENQUEUED_TIME, X_OPT_LOCKED_UNTIL, X_OPT_MESSAGE_STATE}
 
 
@@ -73,7 +74,7 @@ class Section:
 
     def binary(self) -> bytes:
         """The bytes of a data section, sliced out without decoding (bodies can be large)."""
-        start = _skip(memoryview(self.raw), 1)  # past the descriptor
+        start = value_end(memoryview(self.raw), 1)  # past the descriptor
         constructor = self.raw[start]
         if constructor == 0xA0:
             return self.raw[start + 2 :]
@@ -100,7 +101,7 @@ def split_sections(payload: bytes) -> list[Section]:
     while offset < len(payload):
         if payload[offset] != 0x00:
             raise MalformedMessageError(f"byte {offset} does not start an AMQP message section")
-        end = _skip(view, offset)
+        end = value_end(view, offset)
         sections.append(Section(_section_code(view, offset + 1), payload[offset:end]))
         offset = end
     return sections
@@ -112,13 +113,13 @@ _FIXED_WIDTH = {0x4: 0, 0x5: 1, 0x6: 2, 0x7: 4, 0x8: 8, 0x9: 16}
 _SIZE_WIDTH = {0xA: 1, 0xB: 4, 0xC: 1, 0xD: 4, 0xE: 1, 0xF: 4}
 
 
-def _skip(view: memoryview, offset: int) -> int:
+def value_end(view: memoryview, offset: int) -> int:
     """The offset just past the encoded value that starts at `offset`."""
     if offset >= len(view):
         raise MalformedMessageError(f"the message ends inside a value at byte {offset}")
     constructor = view[offset]
     if constructor == 0x00:  # described: a descriptor value, then the value
-        return _skip(view, _skip(view, offset + 1))
+        return value_end(view, value_end(view, offset + 1))
     nibble = constructor >> 4
     if nibble in _FIXED_WIDTH:
         end = offset + 1 + _FIXED_WIDTH[nibble]
@@ -138,7 +139,7 @@ def _skip(view: memoryview, offset: int) -> int:
 def _section_code(view: memoryview, offset: int) -> int:
     """The section a descriptor names: 0x53 nn (small ulong), 0x80 (ulong) or a symbol such as amqp:data:binary."""
     constructor = view[offset]
-    end = _skip(view, offset)
+    end = value_end(view, offset)
     if constructor == 0x53:
         code = view[offset + 1]
     elif constructor == 0x80:
@@ -196,11 +197,15 @@ def _batch_members(sections: Sequence[Section]) -> list[bytes] | None:
 
 
 def _is_whole_message(payload: bytes) -> bool:
+    """Sections in AMQP's order with a body; the SDK writes delivery annotations last, so they may be anywhere."""
     try:
         codes = [section.code for section in split_sections(payload)]
     except MalformedMessageError:
         return False
-    return bool(codes) and codes == sorted(codes) and any(code in _BODY for code in codes)
+    ordered = [code for code in codes if code != DELIVERY_ANNOTATIONS]
+    return (
+        ordered == sorted(ordered) and codes.count(DELIVERY_ANNOTATIONS) <= 1 and any(code in _BODY for code in codes)
+    )
 
 
 def _incoming(payload: bytes, sections: Sequence[Section]) -> IncomingMessage:
@@ -240,13 +245,19 @@ def _section_map(sections: Sequence[Section], code: int) -> dict[object, object]
     return {}
 
 
-def render(message: QueueMessage) -> bytes:
-    """The stored message as the broker hands it out: fresh header and broker annotations, the rest verbatim."""
+def render(message: QueueMessage, *, peek: bool = False) -> bytes:
+    """The stored message as the broker hands it out: fresh header and broker annotations, the rest verbatim.
+
+    Delivery annotations keep what the sender set, plus `x-opt-lock-token` on a locked delivery (not on a peek).
+    """
     sections = split_sections(message.payload)
-    out = [
-        _encode_header(_section_list(sections, HEADER), message.delivery_count),
-        _encode_section(MESSAGE_ANNOTATIONS, _annotations(_section_map(sections, MESSAGE_ANNOTATIONS), message)),
-    ]
+    out = [_encode_header(_section_list(sections, HEADER), message.delivery_count)]
+    delivery_annotations = _section_map(sections, DELIVERY_ANNOTATIONS)
+    if message.lock_token is not None and not peek:
+        delivery_annotations[X_OPT_LOCK_TOKEN] = message.lock_token
+    if delivery_annotations:
+        out.append(_encode_section(DELIVERY_ANNOTATIONS, delivery_annotations))
+    out.append(_encode_section(MESSAGE_ANNOTATIONS, _annotations(_section_map(sections, MESSAGE_ANNOTATIONS), message)))
     out += [section.raw for section in sections if section.code == PROPERTIES]
     if message.dead_letter_reason is not None or message.dead_letter_description is not None:
         out.append(_encode_section(APPLICATION_PROPERTIES, _dead_letter_properties(sections, message)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,7 @@ class QueueProperties:
 class NamespaceConfig:
     name: str
     queues: Mapping[str, QueueProperties]
+    locked_counts_as_active: bool | None = None  # stand-in extension `StandIn.LockedCountsAsActive`; None: unset
 
 
 def parse_duration_ms(text: object, field: str) -> int:
@@ -85,11 +86,26 @@ def load_config(path: Path) -> NamespaceConfig:
 
 
 def parse_config(document: object) -> NamespaceConfig:
-    user_config = _mapping(_mapping(document, "(root)").get("UserConfig"), "UserConfig")
+    root = _mapping(document, "(root)")
+    user_config = _mapping(root.get("UserConfig"), "UserConfig")
     namespaces = _list(user_config.get("Namespaces"), "UserConfig.Namespaces")
     if len(namespaces) != 1:
         raise ConfigError(f"UserConfig.Namespaces: exactly one namespace is supported, found {len(namespaces)}")
-    return _parse_namespace(namespaces[0], "UserConfig.Namespaces[0]")
+    namespace = _parse_namespace(namespaces[0], "UserConfig.Namespaces[0]")
+    return replace(namespace, locked_counts_as_active=_stand_in_options(root.get("StandIn")))
+
+
+def _stand_in_options(raw: object) -> bool | None:
+    """The stand-in's own section (the official emulator has none): `{"LockedCountsAsActive": true}`."""
+    if raw is None:
+        return None
+    options = _mapping(raw, "StandIn")
+    unknown = sorted(set(options) - {"LockedCountsAsActive"})
+    if unknown:
+        raise ConfigError(f"StandIn.{unknown[0]}: unknown option (known: LockedCountsAsActive)")
+    if "LockedCountsAsActive" not in options:
+        return None
+    return _bool(options, "LockedCountsAsActive", "StandIn")
 
 
 def _parse_namespace(raw: object, field: str) -> NamespaceConfig:

@@ -60,6 +60,18 @@ class QueueMessage:
 
 
 @dataclass(frozen=True)
+class MessageCounts:
+    """A queue's runtime counts, named as Service Bus names them (`active_message_count`, ...)."""
+
+    active_message_count: int
+    scheduled_message_count: int
+    dead_letter_message_count: int
+    locked_message_count: int  # stand-in extra: peek-locked, not yet settled (in `active` or not, see the option)
+    deferred_message_count: int  # stand-in extra: deferred messages are in no Service Bus count but the total
+    total_message_count: int
+
+
+@dataclass(frozen=True)
 class EnqueueResult:
     sequence_number: int
     duplicate: bool = False
@@ -196,6 +208,26 @@ class Queue:
         if locked:
             raise MessageNotFoundError(f"Deferred messages are locked by another receiver: {locked}")
         return [self._hand_out(m, now_ms, lock=lock) for m in found if m is not None]
+
+    def counts(self, now_ms: int, *, locked_counts_as_active: bool = True) -> MessageCounts:
+        """Active, scheduled and dead-letter counts as Service Bus reports them.
+
+        Service Bus keeps a peek-locked message in the queue until it is settled, so by default it counts
+        as active; `locked_counts_as_active=False` counts only messages a receiver could take right now.
+        """
+        self.advance(now_ms)
+        messages = list(self._messages.values())
+        locked = sum(1 for m in messages if m.state == MessageState.ACTIVE and m.lock_token is not None)
+        active = sum(1 for m in messages if m.state == MessageState.ACTIVE)
+        dead_letters = len(self.dead_letter_queue) if self.dead_letter_queue is not None else 0
+        return MessageCounts(
+            active_message_count=active if locked_counts_as_active else active - locked,
+            scheduled_message_count=sum(1 for m in messages if m.state == MessageState.SCHEDULED),
+            dead_letter_message_count=dead_letters,
+            locked_message_count=locked,
+            deferred_message_count=sum(1 for m in messages if m.state == MessageState.DEFERRED),
+            total_message_count=len(messages) + dead_letters,
+        )
 
     def peek(self, from_sequence: int, count: int, now_ms: int) -> list[QueueMessage]:
         """Up to `count` messages from `from_sequence` on, in sequence order, locked or not; nothing changes."""

@@ -73,3 +73,7 @@ class NotAllowedError(AmqpError):
 
     condition = "amqp:not-allowed"
     status_code = 403
+
+
+class SessionsNotSupportedError(NotAllowedError):
+    """Raised when a session receiver attaches to a queue that does not require sessions (none here does)."""

@@ -62,7 +62,7 @@ def _peek(queue: Queue, body: Mapping[str, object], now_ms: int) -> Response:
     messages = queue.peek(start, count, now_ms)
     if not messages:
         return Response(204, "No messages to peek.")
-    return Response(200, "OK", {"messages": [{"message": codec.render(m)} for m in messages]})
+    return Response(200, "OK", {"messages": [{"message": codec.render(m, peek=True)} for m in messages]})
 
 
 def _renew_lock(queue: Queue, body: Mapping[str, object], now_ms: int) -> Response:

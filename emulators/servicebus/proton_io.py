@@ -6,10 +6,15 @@ many and the whole broker would stop with "filedescriptor out of range". It list
 burst of clients sees SYNs dropped and one-second retries. And a failed `accept()` (EMFILE) escapes its event
 loop. `install()` swaps in the same contracts over `select.poll` and a `SOMAXCONN` backlog, and raises the
 process's descriptor limit to its hard limit; `SteadyAcceptor` pauses listening instead of dying.
+
+`install()` also puts a `frames.Resequencer` between each socket and its transport (proton's I/O handler
+moves the bytes in Python): what a client sends is renumbered before proton reads it, and what proton
+writes passes through an output buffer of the connection's own, so a rewritten frame may change length.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import resource
@@ -18,8 +23,13 @@ import socket
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from proton import Event, Handler, _io  # _io: the reactor's own I/O helper; nothing public covers these
+from proton import Event, Handler, ProtonException, Transport, _io  # _io: the reactor's own I/O helper
+from proton._handlers import IOHandler  # the reactor moves socket bytes here; nothing public covers these
 from proton._reactor import Acceptor, Container
+from proton._selectable import Selectable
+
+from emulators.servicebus.codec import MalformedMessageError
+from emulators.servicebus.frames import Resequencer
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +82,134 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+class _Wire:
+    """One connection's resequencer and the bytes on their way: rewritten for proton, or for the socket."""
+
+    def __init__(self) -> None:
+        self.resequencer = Resequencer()
+        self.to_proton = bytearray()
+        self.to_socket = bytearray()
+
+
+def _wire(selectable: Selectable) -> _Wire:
+    wire: _Wire | None = getattr(selectable, "_standin_wire", None)
+    if wire is None:
+        wire = _Wire()
+        selectable._standin_wire = wire  # type: ignore[attr-defined]
+    return wire
+
+
+def _feed_proton(transport: Transport, wire: _Wire) -> None:
+    """Push what proton has room for; it reads each push at once, so go on until it is all in or proton is full.
+
+    Nothing else would come back for the rest: no more bytes may arrive on the socket to wake us.
+    """
+    while wire.to_proton:
+        capacity = transport.capacity()
+        if capacity <= 0:
+            return
+        chunk = bytes(wire.to_proton[:capacity])
+        transport.push(chunk)
+        del wire.to_proton[: len(chunk)]
+
+
+def _flush(selectable: Selectable, wire: _Wire) -> None:
+    if wire.to_socket:
+        sent = selectable.send(bytes(wire.to_socket))
+        del wire.to_socket[:sent]
+
+
+def _on_readable(self: IOHandler, event: Event) -> None:
+    """proton's `on_selectable_readable`, with the client's bytes renumbered on their way in."""
+    selectable = event.selectable
+    transport = selectable._transport
+    if not transport:
+        return
+    wire = _wire(selectable)
+    if transport.capacity() > 0:
+        try:
+            data = selectable.recv(transport.capacity())
+            if data:
+                wire.to_proton += wire.resequencer.incoming(data)
+                _feed_proton(transport, wire)
+            else:
+                self.on_selectable_error(event)
+        except MalformedMessageError as e:
+            log.warning("dropping a connection that sent a malformed frame: %s", e)
+            transport.close_tail()
+        except OSError as e:
+            log.debug("recv failed: %s", e)
+            transport.close_tail()
+    _update(transport, selectable, selectable._reactor.now)
+
+
+def _on_writable(self: IOHandler, event: Event) -> None:
+    """proton's `on_selectable_writable`, through the connection's own output buffer."""
+    selectable = event.selectable
+    transport = selectable._transport
+    if not transport:
+        return
+    wire = _wire(selectable)
+    try:
+        pending = transport.pending()
+    except ProtonException:
+        pending = 0
+    if pending > 0:
+        data = transport.peek(pending)
+        transport.pop(pending)
+        wire.to_socket += wire.resequencer.outgoing(data)
+    try:
+        _flush(selectable, wire)
+    except OSError as e:
+        log.debug("send failed: %s", e)
+        wire.to_socket.clear()
+        transport.close_head()
+    _update(transport, selectable, selectable._reactor.now)
+
+
+def _update(transport: Transport, selectable: Selectable, now: float) -> None:
+    """proton's `IOHandler.update`, also counting the bytes held in the connection's own buffers."""
+    wire = _wire(selectable)
+    try:
+        _feed_proton(transport, wire)
+        selectable.reading = transport.capacity() > 0
+    except ProtonException:
+        if transport.closed:
+            _finish(transport, selectable, wire)
+    try:
+        selectable.writing = transport.pending() > 0 or bool(wire.to_socket)
+    except ProtonException:
+        if transport.closed:
+            _finish(transport, selectable, wire)
+    selectable.deadline = transport.tick(now)
+    selectable.update()
+
+
+def _finish(transport: Any, selectable: Any, wire: _Wire) -> None:
+    """The transport is done: send what is still buffered (a close frame, say) once, then let go."""
+    with contextlib.suppress(OSError):  # the peer is gone: nothing left to tell it
+        _flush(selectable, wire)
+    selectable.terminate()
+    selectable._transport = None
+    transport._selectable = None
+
+
+def _on_transport_closed(self: IOHandler, event: Event) -> None:
+    transport: Any = event.transport
+    selectable = transport._selectable
+    if selectable and not selectable.is_terminal:
+        _finish(transport, selectable, _wire(selectable))
+        transport._reactor.update(selectable)
+    transport.unbind()
+
+
 def install() -> None:
     _io.IO.select = staticmethod(poll_select)  # type: ignore[method-assign]
     _io.IO.listen = staticmethod(listen)  # type: ignore[method-assign]
+    IOHandler.on_selectable_readable = _on_readable  # type: ignore[method-assign]
+    IOHandler.on_selectable_writable = _on_writable  # type: ignore[method-assign]
+    IOHandler.update = staticmethod(_update)  # type: ignore[method-assign]
+    IOHandler.on_transport_closed = _on_transport_closed  # type: ignore[method-assign]
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard == resource.RLIM_INFINITY or soft < hard:
         wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)

@@ -64,6 +64,15 @@ QUEUES: dict[str, dict[str, object]] = {
     "dlq-send": {},
     "case": {},
     "connection": {},
+    "concurrent-peek": {},
+    "concurrent-renew": {"LockDuration": "PT30S"},
+    "aio-concurrent-peek": {},
+    "aio-concurrent-schedule": {},
+    "lock-token-annotation": {},
+    "delivery-annotations": {},
+    "delivery-annotations-batch": {},
+    "no-sessions": {},
+    "one-big-frame": {},
 }
 
 
