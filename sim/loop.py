@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+
 class Stalled(RuntimeError):
     """Raised when the simulation has nothing ready and no timer: every task waits for something that never
     comes (a deadlock in the simulated world)."""
@@ -64,6 +65,18 @@ class SimLoop(asyncio.SelectorEventLoop):
 
     def time(self) -> float:
         return self._now
+
+    def _run_once(self) -> None:
+        # asyncio takes a timer due within the clock's resolution as ready now. A real clock moves on meanwhile;
+        # this one must be moved to it, or a wait shorter than the resolution (a session's last instant before
+        # its deadline) would be ready at once forever and the loop would spin at one instant.
+        ready: Any = getattr(self, "_ready", None)
+        scheduled: list[asyncio.TimerHandle] = getattr(self, "_scheduled", [])
+        if not ready and scheduled:
+            due = scheduled[0].when()
+            if self._now < due < self._now + self._clock_resolution:
+                self._now = due
+        super()._run_once()  # type: ignore[misc]
 
     def advance(self, seconds: float) -> None:
         # Land exactly on the next timer: summing float gaps could stop a hair short of it.
