@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import cost, report_flow, report_platform, report_tracing
+from bench import (
+    cost,
+    report_chunked,
+    report_curves,
+    report_fairness_parts,
+    report_flow,
+    report_platform,
+    report_tenants,
+    report_tracing,
+)
 from bench.peers import LABELS
 from bench.report import PEERS, fmt
 from bench.report_causes import findings
@@ -16,14 +25,18 @@ def render(doc: dict[str, Any]) -> str:
     parts = [
         header(doc),
         targets(doc),
+        report_chunked.section(),
         transactions(doc),
         throughput(doc),
         latency(doc),
         idle(doc),
         raw_limit(doc),
         memory(doc),
+        report_curves.section(),
+        report_tenants.section(),
         report_tracing.section(),
         report_flow.section(),
+        report_fairness_parts.section(),
         report_platform.section(),
         findings(doc),
         method(doc),
@@ -122,5 +135,17 @@ def method(doc: dict[str, Any]) -> str:
 - Peers are real code against the real Azurite through the azure-storage-queue aio SDK; their polling loops take
   an injectable clock, so the same code runs in real time and on a simulated day. Transactions are counted by the
   app's own `TransactionCounter` policy (`raw_request_hook`) on every client.
+- The other runs, each its own command and result file, each bounded in time (measured on this 2-core shared
+  machine), all part of `make bench`:
+  - `make bench-chunked` (`python -m bench.chunked`, about 12 minutes): peer (a') beside (a) and the app, and the
+    app all in through the host, look chain counted -> `bench/results/chunked.json`;
+  - `make bench-curves` (`python -m bench.curves`, about 2 minutes): one batch of 10^3 to 10^6 items, extended to
+    10^7 -> `bench/results/curves.json`, `curves.png`;
+  - `make bench-tenants` (`python -m bench.tenants`, about 12 minutes): 1, 100 and 1,000 tenant lanes ->
+    `bench/results/tenants.json`; rerun it whenever the engine's lane bookkeeping changes;
+  - `make bench-fairness-parts` (`python -m bench.fairness --items 1000000 --waits 200 --rounds 1 --no-rates
+    --azurite-parts`, about 6 minutes) -> `bench/results/fairness-parts.json`;
+  - `make bench-platform` (about 8 minutes): the platform model, the idle sources and two local hosts.
+  `python -m bench --report-only` rewrites BENCHMARKS.md from every result file, measuring nothing.
 - Logs, handler records and service data of each run are in `bench/results/runs/` (not committed).
 """
