@@ -161,6 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--extend-to", type=int, default=EXTEND_TO)
     parser.add_argument("--json", type=Path, default=RESULTS / "curves.json")
     parser.add_argument("--plot-only", action="store_true", help="redraw the plot from the JSON, measure nothing")
+    parser.add_argument(
+        "--merge", action="store_true", help="add these sizes' points to the JSON's (a size measured again replaces)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("azure").setLevel(logging.WARNING)
@@ -178,9 +181,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             points = [point(stack, token, n, run_dir) for n in sorted(args.sizes)]
     finally:
         stack.stop_all()
+    duration_s = round(time.monotonic() - started, 1)
+    runs = [{"sizes": sorted(args.sizes), "duration_s": duration_s}]
+    if args.merge and args.json.exists():
+        before = json.loads(args.json.read_text())
+        points = sorted(
+            [p for p in before["points"] if p["items"] not in args.sizes] + points, key=lambda p: p["items"]
+        )
+        runs = (
+            before.get("runs", [{"sizes": [p["items"] for p in before["points"]], "duration_s": before["duration_s"]}])
+            + runs
+        )
+        duration_s = round(sum(r["duration_s"] for r in runs), 1)
     doc = {
         "command": "make bench-curves",
-        "duration_s": round(time.monotonic() - started, 1),
+        "duration_s": duration_s,
+        "runs": runs,
         "machine": machine.details() | {"load_during_run": load.summary()},
         "extend_to": args.extend_to,
         "points": points,
