@@ -44,7 +44,7 @@ def section() -> str:
         "Azurite); each drain in a fresh process with a no-op handler.",
         "",
         "| metric | (a) one item a message | (a') the app's chunks | queue-drain | batching gives: (a) ÷ (a') "
-        "| the push drain gives: (a') ÷ app |",
+        "| the push drain gives |",
         "|---|---|---|---|---|---|",
         f"| storage transactions per 1,000 items, enqueue to drained | {fmt(a['transactions_per_1000'])} | "
         f"{fmt(a2['transactions_per_1000'], 2)} | {fmt(app['transactions_per_1000'], 2)} (drain in a fresh "
@@ -54,7 +54,7 @@ def section() -> str:
         "count (all in) |",
         f"| drain items/s | {fmt(a['items_per_s'], 0)} | {fmt(a2['items_per_s'], 0)} | {fmt(app['items_per_s'], 0)} | "
         f"{times(a2['items_per_s'], a['items_per_s'])} faster | "
-        f"app ÷ (a'): {times(app['items_per_s'], a2['items_per_s'])} |",
+        f"{times(app['items_per_s'], a2['items_per_s'])} (app ÷ (a')) |",
         f"| drain messages/s | {fmt(a['messages_per_s'], 0)} | {fmt(a2['messages_per_s'], 0)} | "
         f"{fmt(app['messages_per_s'], 0)} | | |",
         f"| drain peak RSS MB | {fmt(a['peak_rss_mb'])} | {fmt(a2['peak_rss_mb'])} | {fmt(app['peak_rss_mb'])} | | |",
@@ -78,7 +78,7 @@ def latency_rows(doc: dict[str, Any], latest: dict[str, Any]) -> list[str]:
         f"submissions each; the app's from section 3) | {fmt(a.get('p50'), 1)} / {fmt(a.get('p99'), 1)} | "
         f"{fmt(a2.get('p50'), 1)} / {fmt(a2.get('p99'), 1)} | {fmt(app.get('p50'), 3)} / {fmt(app.get('p99'), 3)} | "
         f"nothing ({times(a.get('p99'), a2.get('p99'))}: the same back-off) | "
-        f"{times(a2.get('p99'), app.get('p99'))} sooner (p99) |",
+        f"{times(a2.get('p99'), app.get('p99'))} sooner ((a') ÷ app, p99) |",
     ]
 
 
@@ -88,12 +88,13 @@ def idle_rows(doc: dict[str, Any], latest: dict[str, Any]) -> list[str]:
     app = ((latest.get("summary") or {}).get("figures") or {}).get("idle_per_day", {}).get("app")
     return [
         f"| idle storage transactions per queue per day (a simulated day; the app's from section 4) | {a:,} | "
-        f"{a2:,} | {app if app is not None else '-'} | nothing (the same loop) | {times(a2, app)} fewer |",
+        f"{a2:,} | {app if app is not None else '-'} | nothing (the same loop) | {times(a2, app)} fewer ((a') ÷ app) |",
     ]
 
 
 def plainly(doc: dict[str, Any], latest: dict[str, Any]) -> list[str]:
     app, a, a2, allin = doc["app"], doc["a"], doc["a2"], doc["app_all_in"]
+    faster = app["items_per_s"] >= a2["items_per_s"]
     return [
         "Said plainly, per metric:",
         "",
@@ -104,12 +105,18 @@ def plainly(doc: dict[str, Any], latest: dict[str, Any]) -> list[str]:
         "drain gives nothing here: the app spends "
         f"{times(allin['transactions_per_1000'], a2['transactions_per_1000'])} (a')'s count, and the difference "
         "is what recording every item's outcome costs.",
-        f"- **Throughput: batching gives it.** (a') drains {fmt(a2['items_per_s'], 0)} items/s against "
-        f"(a)'s {fmt(a['items_per_s'], 0)} ({times(a2['items_per_s'], a['items_per_s'])}); the app drains "
-        f"{fmt(app['items_per_s'], 0)}, {times(app['items_per_s'], a2['items_per_s'])} (a')'s rate"
-        f"{'' if app['items_per_s'] >= a2['items_per_s'] else ', slower'}: with a no-op handler both are bound by "
-        "Azurite and the per-message decode, and the app does per item what (a') does not (settle each item, record "
-        "the result, keep the lease and the lanes).",
+        f"- **Throughput: batching gives {'most of it' if faster else 'it'}.** (a') drains "
+        f"{fmt(a2['items_per_s'], 0)} items/s against (a)'s {fmt(a['items_per_s'], 0)} "
+        f"({times(a2['items_per_s'], a['items_per_s'])}); the app drains {fmt(app['items_per_s'], 0)}, "
+        f"{times(app['items_per_s'], a2['items_per_s'])} (a')'s rate"
+        + (
+            ": the drain's receive loop (GetMessages of 32 by several receivers at once, against the trigger's 16 "
+            "with the next batch at <= 8 in flight) gives that much on top, while it does per item what (a') does "
+            "not (settle each item, record the result, keep the lease and the lanes)."
+            if faster
+            else ", slower: with a no-op handler both are bound by Azurite and the per-message decode, and the app "
+            "does per item what (a') does not (settle each item, record the result, keep the lease and the lanes)."
+        ),
         "- **Wake latency after idle: the push drain gives all of it.** (a') polls with (a)'s back-off, so its "
         "first item waits for the next poll, up to a minute; batching does not change that. The app is woken by "
         "Service Bus.",
