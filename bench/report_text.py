@@ -7,6 +7,7 @@ from typing import Any
 from bench import (
     cost,
     report_chunked,
+    report_claims,
     report_curves,
     report_fairness_parts,
     report_flow,
@@ -25,6 +26,7 @@ def render(doc: dict[str, Any]) -> str:
     parts = [
         header(doc),
         targets(doc),
+        report_claims.section(doc),
         report_chunked.section(),
         transactions(doc),
         throughput(doc),
