@@ -68,8 +68,27 @@ def section() -> str:
         *[f"| {label} | {' | '.join(pct(each.get(op, {}), k) for k in ('p50', 'p99', 'max'))} |" for op, label in OPS],
         "",
         *verdict(lanes, target),
+        *profile(doc.get("profile")),
     ]
     return "\n".join(rows) + "\n"
+
+
+def profile(found: dict[str, Any] | None) -> list[str]:
+    """The host sampled by py-spy during the round with lanes (`bench/spy_summary.py`, a diagnostic by hand)."""
+    if not found:
+        return []
+    shares = sorted(found["areas_share_of_busy"].items(), key=lambda kv: -(kv[1] or 0))
+    return [
+        f"**The host's process, sampled** ({found['note']}; `py-spy record --nonblocking`, summarised by "
+        f"`python -m bench.spy_summary`, a diagnostic by hand: py-spy is not a project requirement): "
+        f"{found['samples']:,} samples, {found['idle_share']:.0%} of them idle in the event loop's selector. Of "
+        "the busy ones, the share with each part of the code on the stack (parts overlap):",
+        "",
+        "| part | share of busy samples |",
+        "|---|---|",
+        *[f"| {name} | {share:.0%} |" for name, share in shares if share],
+        "",
+    ]
 
 
 def verdict(parts: dict[str, Any], target: float) -> list[str]:
@@ -83,13 +102,15 @@ def verdict(parts: dict[str, Any], target: float) -> list[str]:
     ]
     if app_p99 > target:
         lines.append(
-            f" The app's own part is over the target by {app_p99 - target:,.0f} ms: the wait is in the drainer, not "
-            "in storage. Where it goes: the drainer finds a new lane by listing (at most every 50 ms, "
-            "`shared/engine/lane_watch.py`), then B's chunk queues for a handler slot behind A's chunks already "
-            "received and running (the handler waits per chunk; `shared/engine/fair_slots.py` gives a newcomer the "
-            "next free slot, not a running one), and the host's one event loop serves every receive, settle and "
-            "result write of A's drain. A fix belongs to the engine (not this branch's to change: `shared/` is "
-            "another branch's work); it is the engine owner's to take from here."
+            f" The app's own part is over the target by {app_p99 - target:,.0f} ms: the rest of the wait is in the "
+            "app's process, not in storage. What the code puts on that path (read, not profiled in this run): the "
+            "drainer finds a new lane by listing at most every 50 ms or once per 4 messages "
+            "(`shared/engine/lane_watch.py`), takes an express page from it, and B's first chunk takes a place beyond "
+            "`CHUNK_CONCURRENCY` at once (`shared/engine/fair_slots.py`: it does not wait for A's chunks); all of it "
+            "on the one event loop of the host's Python worker that also runs every receive, settle, result write and "
+            "delete of A's drain, and a listing or receive that the loop gets to late waits as long as the loop is "
+            "busy. A profile of the worker during such a run (py-spy on its pid) would say which; the fix belongs "
+            "to the engine (`shared/`, the engine branch's work, not this one's)."
         )
     if az_p99 > target:
         lines.append(f" Azurite's part alone is over the target by {az_p99 - target:,.0f} ms at p99.")
