@@ -144,6 +144,20 @@ class Host:
         return time.monotonic() - started
 
 
+async def settle(host: Host, every_s: float = 15.0, quiet: int = 10, limit_s: float = 900.0) -> float:
+    """Wait until the host's own work is quiet (at most `quiet` transactions in `every_s`): the drain executions
+    the lanes' doorbells started are over. Seconds waited."""
+    started = time.monotonic()
+    last, _, _ = await host.counts()
+    while time.monotonic() - started < limit_s:
+        await asyncio.sleep(every_s)
+        now, _, _ = await host.counts()
+        if sum(tenant_cost.delta(last, now).values()) <= quiet:
+            break
+        last = now
+    return time.monotonic() - started
+
+
 async def operator_reads(host: Host) -> dict[str, Any]:
     """`GET /api/queues` three times (time and transactions of each), then the page refresh three times."""
     _, reads0, _ = await host.counts()
@@ -204,6 +218,7 @@ async def one_count(stack: Stack, token: str, count: int, args: argparse.Namespa
         await asyncio.sleep(SETTLE_S)
         async with aiohttp.ClientSession(f"http://127.0.0.1:{port}") as session:
             host = Host(session)
+            settled_s = await settle(host)
             idle_reads = await operator_reads(host)
             before, _, _ = await host.counts()
             started = time.monotonic()
@@ -234,6 +249,7 @@ async def one_count(stack: Stack, token: str, count: int, args: argparse.Namespa
     result = {
         "tenants": count,
         "lanes_submit_s": round(lanes_s, 1),
+        "settled_after_s": round(SETTLE_S + settled_s, 1),
         "idle": {
             "seconds": round(idle_s, 1),
             "transactions": idle,
