@@ -4,8 +4,9 @@
 
 A diagnostic run by hand (py-spy is not among the project's requirements): `py-spy record --pid PID --format
 raw --nonblocking` on the local host during a run, then this. Each line of RAW is `frame;frame;... count`, the
-root first. A sample is idle when its innermost frame waits in the selector; an area's share counts every
-sample with one of the area's files anywhere on its stack (areas overlap: a receive's SDK call counts in both).
+root first. A sample is idle when its innermost frame waits in the selector (or is an idle pool thread); an
+area's share counts every sample with one of the area's files anywhere on its stack (areas overlap: a receive's
+SDK call counts in both).
 """
 
 from __future__ import annotations
@@ -24,12 +25,11 @@ AREAS = {
     "lane listing (shared/engine/lane_watch.py, lane_queues.py)": ("lane_watch.py", "lane_queues.py"),
     "submit (shared/intake)": ("shared/intake/",),
     "JSON (shared/core/fastjson.py, json)": ("fastjson.py", "json/"),
-    "Azure SDK (azure/)": ("azure/",),
+    "Azure SDK (azure.core, azure.storage)": ("core/pipeline/", "core/tracing/", "queue/_", "blob/_"),
     "HTTP client (aiohttp/)": ("aiohttp/",),
-    "the function host emulator (emulators/functions)": ("emulators/functions/",),
     "the handler (bench/handlers.py)": ("bench/handlers.py",),
 }
-IDLE = ("select (selectors.py", "_worker (concurrent/futures/thread.py", "wait (threading.py")
+IDLE = ("select (selectors.py", "_worker (concurrent/futures/thread.py", "wait (threading.py")  # leaf frames
 
 
 def parse(lines: Iterable[str]) -> list[tuple[list[str], int]]:
@@ -43,7 +43,7 @@ def parse(lines: Iterable[str]) -> list[tuple[list[str], int]]:
 
 def summary(stacks: list[tuple[list[str], int]]) -> dict[str, Any]:
     total = sum(n for _, n in stacks)
-    idle = sum(n for frames, n in stacks if frames and any(frames[-1].startswith(i) for i in IDLE))
+    idle = sum(n for frames, n in stacks if frames and any(i in frames[-1] for i in IDLE))
     busy = total - idle
     areas = {
         name: sum(n for frames, n in stacks if any(m in f for f in frames for m in marks))
