@@ -67,7 +67,7 @@ def section() -> str:
         "|---|---|---|---|",
         *[f"| {label} | {' | '.join(pct(each.get(op, {}), k) for k in ('p50', 'p99', 'max'))} |" for op, label in OPS],
         "",
-        *verdict(lanes, target),
+        *verdict(lanes, target, doc.get("profile")),
         *profile(doc.get("profile")),
     ]
     return "\n".join(rows) + "\n"
@@ -91,7 +91,7 @@ def profile(found: dict[str, Any] | None) -> list[str]:
     ]
 
 
-def verdict(parts: dict[str, Any], target: float) -> list[str]:
+def verdict(parts: dict[str, Any], target: float, sampled: dict[str, Any] | None = None) -> list[str]:
     app, az, b = (parts.get(k, {}) for k in ("app_added_ms", "azurite_path_ms", "b_latency_ms"))
     if not app.get("count"):
         return ["No newcomer was seen in this run.", ""]
@@ -103,14 +103,24 @@ def verdict(parts: dict[str, Any], target: float) -> list[str]:
     if app_p99 > target:
         lines.append(
             f" The app's own part is over the target by {app_p99 - target:,.0f} ms: the rest of the wait is in the "
-            "app's process, not in storage. What the code puts on that path (read, not profiled in this run): the "
+            "app's process, not in storage. What the code puts on that path (read from the code): the "
             "drainer finds a new lane by listing at most every 50 ms or once per 4 messages "
             "(`shared/engine/lane_watch.py`), takes an express page from it, and B's first chunk takes a place beyond "
             "`CHUNK_CONCURRENCY` at once (`shared/engine/fair_slots.py`: it does not wait for A's chunks); all of it "
             "on the one event loop of the host's Python worker that also runs every receive, settle, result write and "
             "delete of A's drain, and a listing or receive that the loop gets to late waits as long as the loop is "
-            "busy. A profile of the worker during such a run (py-spy on its pid) would say which; the fix belongs "
-            "to the engine (`shared/`, the engine branch's work, not this one's)."
+            "busy. "
+            + (
+                f"Sampled during this round (below), that loop was busy {1 - sampled['idle_share']:.0%} of the time "
+                "with A's drain (the storage SDK's calls, result records, settling, JSON), on two cores shared with "
+                "Azurite and the bench: a newcomer's listing and receive wait their turn on it, and at the tail "
+                "for seconds. "
+                if sampled
+                else "A profile of the worker during such a run (py-spy on its pid) would say which. "
+            )
+            + "The fix belongs to the engine (`shared/`, the engine branch's work, not this one's): for instance "
+            "bounding how much of A's settled work runs on the loop ahead of a due listing, or listing lanes off "
+            "the drain's loop."
         )
     if az_p99 > target:
         lines.append(f" Azurite's part alone is over the target by {az_p99 - target:,.0f} ms at p99.")
