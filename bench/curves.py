@@ -139,7 +139,8 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
         ax.loglog(xs, ys, "o-", color="tab:blue")
         for x, y in curve["extended"].items():
             if y and xs:
-                ax.loglog([xs[-1], int(x)], [ys[-1], y], "o--", color="tab:gray", mfc="white")
+                ax.loglog([xs[-1], int(x)], [ys[-1], y], "--", color="tab:gray")
+                ax.loglog([int(x)], [y], "o", color="tab:gray", mfc="white")
         ax.set_title(f"{label} ({curve['grows']})", fontsize=9)
         ax.set_xlabel("items in the batch", fontsize=8)
         if unit:
