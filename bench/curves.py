@@ -46,6 +46,7 @@ def point(stack: Stack, token: str, count: int, run_dir: Path) -> dict[str, Any]
     env = big_settings(
         app_env(stack.storage, stack.servicebus, role, token, HANDLER="shared.handlers.noop:handle"), count
     )
+    env["MAX_BODY_BYTES"] = str(max(256 * 2**20, count * 160))  # these items are about 119 bytes of NDJSON each
     submitted = step("submit", env, ["--items", str(count)], run_dir / f"submit-{count}")
     log.info("%d items: submitted in %.1f s", count, submitted["seconds"])
     drained = drain_app(env, run_dir, role)
