@@ -67,7 +67,8 @@ def section() -> str:
         "log-log slope, and says so in italics."
         if extending
         else f"{max(sizes):,} items were run too (its submit raised MAX_BODY_BYTES for a "
-        f"{max(sizes) * 110 / 1e9:.1f} GB body: beyond the 64 MB default one request may carry)."
+        f"{doc['points'][-1]['submit']['body_bytes'] / 1e9:.2f} GB body: beyond the 64 MB default one request may "
+        "carry)."
     )
     rows += [
         f"One batch of each size on one Azurite, the app alone (`make bench-curves`, {doc['duration_s'] / 60:.1f} "
