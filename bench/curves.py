@@ -195,6 +195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             + runs
         )
         duration_s = round(sum(r["duration_s"] for r in runs), 1)
+    # A batch one drain session did not finish (it stopped at its budget) is no point of the drain's curves: it is
+    # kept as an attempt, said in the report, and its size is extended instead.
+    attempts = [p for p in points if p["drain"]["items_ok"] < p["items"]]
+    points = [p for p in points if p not in attempts]
     doc = {
         "command": "make bench-curves",
         "duration_s": duration_s,
@@ -202,6 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": machine.details() | {"load_during_run": load.summary()},
         "extend_to": args.extend_to,
         "points": points,
+        "attempts": attempts,
         "curves": curves(points, args.extend_to),
     }
     args.json.write_text(json.dumps(doc, indent=1) + "\n")
