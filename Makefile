@@ -101,7 +101,7 @@ bench: setup
 FAIRNESS_PARTS = $(BIN)/python -m bench.fairness --items 1000000 --waits 200 --rounds 1 --no-rates --azurite-parts \
 	--json bench/results/fairness-parts.json
 
-## make bench-chunked: peer (a'), the built-in trigger fed the app's chunks, beside (a) and the app (about 12 min)
+## make bench-chunked: peer (a'), the built-in trigger fed the app's chunks, beside (a) and the app (about 9 min)
 bench-chunked: setup
 	$(BIN)/python -m bench.chunked
 	$(BIN)/python -m bench --report-only
@@ -111,7 +111,7 @@ bench-curves: setup
 	$(BIN)/python -m bench.curves
 	$(BIN)/python -m bench --report-only
 
-## make bench-tenants: what 1, 100 and 1,000 tenant lanes cost, idle and draining (about 12 min)
+## make bench-tenants: what 1, 100 and 1,000 tenant lanes cost, idle and draining (about 15-20 min)
 bench-tenants: setup
 	$(BIN)/python -m bench.tenants
 	$(BIN)/python -m bench --report-only

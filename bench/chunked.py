@@ -13,7 +13,7 @@ and the app, in one run on one Azurite: what batching by hand gives, and what th
   idle gaps of 20-180 s (`bench.schedule`), from the last message stored to the handler's call.
 - Idle: (a')'s loop on an always-empty queue for a simulated day (`bench.peers.base.SimQueue`), as (a)'s.
 
-    python -m bench.chunked [--items 200000] [--lanes 4] [--per-lane 3] -> bench/results/chunked.json (about 12 min)
+    python -m bench.chunked [--items 200000] [--lanes 4] [--per-lane 3] -> bench/results/chunked.json (about 9 min)
 """
 
 from __future__ import annotations

@@ -139,14 +139,14 @@ def method(doc: dict[str, Any]) -> str:
   app's own `TransactionCounter` policy (`raw_request_hook`) on every client.
 - The other runs, each its own command and result file, each bounded in time (measured on this 2-core shared
   machine), all part of `make bench`:
-  - `make bench-chunked` (`python -m bench.chunked`, about 12 minutes): peer (a') beside (a) and the app, and the
+  - `make bench-chunked` (`python -m bench.chunked`, about 9 minutes): peer (a') beside (a) and the app, and the
     app all in through the host, look chain counted -> `bench/results/chunked.json`;
   - `make bench-curves` (`python -m bench.curves`, about 2 minutes): one batch of 10^3 to 10^6 items, extended to
     10^7 -> `bench/results/curves.json`, `curves.png`;
-  - `make bench-tenants` (`python -m bench.tenants`, about 12 minutes): 1, 100 and 1,000 tenant lanes ->
+  - `make bench-tenants` (`python -m bench.tenants`, about 15-20 minutes): 1, 100 and 1,000 tenant lanes ->
     `bench/results/tenants.json`; rerun it whenever the engine's lane bookkeeping changes;
   - `make bench-fairness-parts` (`python -m bench.fairness --items 1000000 --waits 200 --rounds 1 --no-rates
-    --azurite-parts`, about 6 minutes) -> `bench/results/fairness-parts.json`;
+    --azurite-parts`, about 4 minutes) -> `bench/results/fairness-parts.json`;
   - `make bench-platform` (about 8 minutes): the platform model, the idle sources and two local hosts.
   `python -m bench --report-only` rewrites BENCHMARKS.md from every result file, measuring nothing.
 - Logs, handler records and service data of each run are in `bench/results/runs/` (not committed).

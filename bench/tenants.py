@@ -14,7 +14,7 @@ find the queue not due: its back-off grows to 30 minutes). At the default schedu
 due: one due tick is counted in this process (`due_tick`) and spread over its 6 hours.
 
     python -m bench.tenants [--tenants 1 100 1000] [--idle-s 180] [--backlog 200000]
-        -> bench/results/tenants.json (about 12 minutes)
+        -> bench/results/tenants.json (about 15-20 minutes)
 
 Rerun it after the engine's lane changes land: they change what a lane costs.
 """
