@@ -116,7 +116,7 @@ bench-tenants: setup
 	$(BIN)/python -m bench.tenants
 	$(BIN)/python -m bench --report-only
 
-## make bench-fairness-parts: a newcomer behind 1,000,000 items, Azurite's part and the app's (about 6 min)
+## make bench-fairness-parts: a newcomer behind 1,000,000 items, Azurite's part and the app's (about 4 min)
 bench-fairness-parts: setup
 	$(FAIRNESS_PARTS)
 	$(BIN)/python -m bench --report-only
