@@ -61,7 +61,9 @@ a shared {m["cores"]}-core machine and are noisy; compare the ratios.
   Azurite {m["azurite"]}; {commits(m)}.
 - Load: the machine is shared with other engineers' test suites. {load_line(m)} Azurite, the Service Bus
   stand-in, the function hosts, the peers and the drain all share those {m["cores"]} cores.
-- Every figure is in [`bench/results/latest.json`](bench/results/latest.json).
+- The targets and sections 1-6 are from [`bench/results/latest.json`](bench/results/latest.json); every other
+  section names its own command, commit and result file in `bench/results/` (peer (a'), the curves, the tenant
+  lanes, fairness taken apart: runs of their own, on newer code than this one).
 
 Peers (in `bench/peers/`, each faithful to its documented algorithm):
 
