@@ -62,7 +62,7 @@ a shared {m["cores"]}-core machine and are noisy; compare the ratios.
 - Load: the machine is shared with other engineers' test suites. {load_line(m)} Azurite, the Service Bus
   stand-in, the function hosts, the peers and the drain all share those {m["cores"]} cores.
 - The targets and sections 1-6 are from [`bench/results/latest.json`](bench/results/latest.json); every other
-  section names its own command, commit and result file in `bench/results/` (peer (a'), the curves, the tenant
+  section names its own command and result file in `bench/results/` (peer (a'), the curves, the tenant
   lanes, fairness taken apart: runs of their own, on newer code than this one).
 
 Peers (in `bench/peers/`, each faithful to its documented algorithm):
