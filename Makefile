@@ -5,7 +5,8 @@ BIN    := $(VENV)/bin
 PY_OK  := $(VENV)/.installed
 NODE_OK := node_modules/.installed
 
-.PHONY: chromium setup package run test test-fast lint format mypy check clean bench bench-platform bench-quick reliability simulate conformance-servicebus
+.PHONY: chromium setup package run test test-fast lint format mypy check clean bench bench-platform bench-quick reliability simulate \
+	conformance-servicebus bench-chunked bench-curves bench-tenants bench-fairness-parts
 
 $(PY_OK): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -102,7 +103,34 @@ bench: setup
 	$(BIN)/python -m bench.fairness
 	$(BIN)/python -m bench.fairness --items 300000 --no-rates --json bench/results/fairness-300k.json
 	$(BIN)/python -m bench.scale_out
+	$(BIN)/python -m bench.chunked
+	$(BIN)/python -m bench.curves
+	$(BIN)/python -m bench.tenants
+	$(FAIRNESS_PARTS)
 	$(BIN)/python -m bench
+
+FAIRNESS_PARTS = $(BIN)/python -m bench.fairness --items 1000000 --waits 200 --rounds 1 --no-rates --azurite-parts \
+	--json bench/results/fairness-parts.json
+
+## make bench-chunked: peer (a'), the built-in trigger fed the app's chunks, beside (a) and the app (about 9 min)
+bench-chunked: setup
+	$(BIN)/python -m bench.chunked
+	$(BIN)/python -m bench --report-only
+
+## make bench-curves: cost and time of one batch of 10^3..10^6 items, extended to 10^7 (about 2 min)
+bench-curves: setup
+	$(BIN)/python -m bench.curves
+	$(BIN)/python -m bench --report-only
+
+## make bench-tenants: what 1, 100 and 1,000 tenant lanes cost, idle and draining (about 15-20 min)
+bench-tenants: setup
+	$(BIN)/python -m bench.tenants
+	$(BIN)/python -m bench --report-only
+
+## make bench-fairness-parts: a newcomer behind 1,000,000 items, Azurite's part and the app's (about 4 min)
+bench-fairness-parts: setup
+	$(FAIRNESS_PARTS)
+	$(BIN)/python -m bench --report-only
 
 ## make bench-platform: the platform model and 1 vs 2 local hosts -> bench/results/, BENCHMARKS.md (about 8 min)
 bench-platform: setup

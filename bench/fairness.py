@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -33,6 +34,8 @@ from typing import Any
 
 import aiohttp
 
+from bench import azurite_probe
+from bench.azurite_probe import AzuriteProbe
 from bench.config import app_env, trigger_queue
 from bench.handlers import WAIT_MS_ENV
 from bench.items import items, ndjson
@@ -100,9 +103,15 @@ async def submit_in_process(env: dict[str, str], count: int, tag: str, tenant: s
 
 
 async def probe(
-    session: aiohttp.ClientSession, tag: str, tenant: str | None, sent: dict[str, float], acks: dict[str, float]
+    session: aiohttp.ClientSession,
+    tag: str,
+    tenant: str | None,
+    sent: dict[str, float],
+    acks: dict[str, float],
+    azurite: AzuriteProbe | None = None,
 ) -> None:
-    """Submit B's 10 items; `sent` is when the request left, `acks` when its 202 was read."""
+    """Submit B's 10 items; `sent` is when the request left, `acks` when its 202 was read; then, with `azurite`,
+    time Azurite's own calls on B's path at that moment."""
     headers = {"Content-Type": "application/x-ndjson"} | ({"X-Tenant": tenant} if tenant else {})
     body = ndjson(items(tag, PROBE_ITEMS))
     started = time.monotonic()
@@ -110,6 +119,8 @@ async def probe(
         await reply.read()
         if reply.status == 202:
             sent[tag], acks[tag] = started, time.monotonic()
+            if azurite is not None:
+                await azurite.sample(tag)
 
 
 def fair_role(lanes: bool, wait_ms: float, round_no: int) -> str:
@@ -125,6 +136,7 @@ async def fairness_round(
     wait_ms: float,
     round_no: int,
     probe_every_s: float = PROBE_EVERY_S,
+    azurite_parts: bool = False,
 ) -> dict[str, Any]:
     role = fair_role(lanes, wait_ms, round_no)
     record = run_dir / f"record-{role}.log"
@@ -135,7 +147,11 @@ async def fairness_round(
     sent: dict[str, float] = {}
     acks: dict[str, float] = {}
     probes: list[asyncio.Task[None]] = []
-    async with aiohttp.ClientSession(f"http://127.0.0.1:{port}") as session:
+    azurite = AzuriteProbe(stack.storage, env["WORK_QUEUE"]) if azurite_parts else None
+    async with contextlib.AsyncExitStack() as scope:
+        if azurite is not None:
+            await scope.enter_async_context(azurite)
+        session = await scope.enter_async_context(aiohttp.ClientSession(f"http://127.0.0.1:{port}"))
         started = time.monotonic()
         while not any(tag == "A" for _, tag, _ in observed(record)):  # A is draining
             if time.monotonic() - started > 120:
@@ -143,7 +159,8 @@ async def fairness_round(
             await asyncio.sleep(0.05)
         n = 0
         while sum(k for _, tag, k in observed(record) if tag == "A") < count:
-            probes.append(asyncio.create_task(probe(session, f"B{n}", "bolt" if lanes else None, sent, acks)))
+            tenant = "bolt" if lanes else None
+            probes.append(asyncio.create_task(probe(session, f"B{n}", tenant, sent, acks, azurite)))
             n += 1
             await asyncio.sleep(probe_every_s)
             if time.monotonic() - started > 900:
@@ -181,6 +198,9 @@ async def fairness_round(
         "b_latency_from_send_ms": summary(from_send),
         "b_submit_ms": summary(submit_ms),
     }
+    if azurite is not None:
+        waited = {tag: (seen[tag] - at) * 1000 for tag, at in acks.items() if tag in seen}
+        result["taken_apart"] = azurite_probe.parts(waited, azurite.samples)
     log.info("fairness (lanes %s): %s", lanes, result)
     return result
 
@@ -268,6 +288,7 @@ async def measure(
     rounds: int = 2,
     waits: tuple[float, ...] = HANDLER_WAITS_MS,
     probe_every_s: float = PROBE_EVERY_S,
+    azurite_parts: bool = False,
 ) -> dict[str, Any]:
     token = uuid.uuid4().hex[:8]
     roles = [fair_role(lanes, w, r) for w in waits for lanes in (True, False) for r in range(rounds)]
@@ -281,7 +302,9 @@ async def measure(
             for r in range(rounds):  # the order alternates, so drift on a shared machine falls on both
                 done = {}
                 for lanes in (True, False) if r % 2 == 0 else (False, True):
-                    done[lanes] = await fairness_round(stack, token, lanes, count, run_dir, wait_ms, r, probe_every_s)
+                    done[lanes] = await fairness_round(
+                        stack, token, lanes, count, run_dir, wait_ms, r, probe_every_s, azurite_parts
+                    )
                 paired.append({"with_lanes": done[True], "shared_lane": done[False]})
             scenarios.append(scenario_summary(wait_ms, paired))
         limited = [await rate_round(stack, token, d, limit, run_dir) for d in DRAINERS] if rates else []
@@ -306,6 +329,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="paired rounds (with and without lanes) per handler")
     parser.add_argument("--waits", type=float, nargs="+", default=HANDLER_WAITS_MS, help="handler ms per chunk")
     parser.add_argument("--probe-every", type=float, default=PROBE_EVERY_S, help="seconds between B's batches")
+    parser.add_argument(
+        "--azurite-parts", action="store_true", help="time Azurite's own calls on B's path at each of B's 202s"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("azure").setLevel(logging.WARNING)
@@ -320,6 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rounds=args.rounds,
             waits=tuple(args.waits),
             probe_every_s=args.probe_every,
+            azurite_parts=args.azurite_parts,
         )
     )
     args.json.write_text(json.dumps(result, indent=2) + "\n")

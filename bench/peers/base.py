@@ -49,11 +49,15 @@ class PeerQueue(Protocol):
 
 
 class StorageQueue:
-    """A real storage queue through the aio SDK (count its transactions with the client's raw_request_hook)."""
+    """A real storage queue through the aio SDK (count its transactions with the client's raw_request_hook).
+    A message's item is its text decoded by `decode` (JSON: one item; `bench.peers.chunked`: a chunk's items)."""
 
-    def __init__(self, client: QueueClient, poison_client: QueueClient | None = None) -> None:
+    def __init__(
+        self, client: QueueClient, poison_client: QueueClient | None = None, decode: Callable[[str], Any] = json.loads
+    ) -> None:
         self.client = client
         self.poison_client = poison_client
+        self.decode = decode
 
     async def get(self, count: int, visibility_s: int) -> list[Message]:
         pager = self.client.receive_messages(messages_per_page=count, visibility_timeout=visibility_s).by_page()
@@ -62,7 +66,7 @@ class StorageQueue:
         except StopAsyncIteration:
             return []
         return [
-            Message(m.id, str(m.pop_receipt), int(m.dequeue_count or 1), json.loads(str(m.content)), m)
+            Message(m.id, str(m.pop_receipt), int(m.dequeue_count or 1), self.decode(str(m.content)), m)
             async for m in page
         ]
 

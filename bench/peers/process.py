@@ -28,8 +28,9 @@ from bench import enqueue
 from bench.clock import RealClock
 from bench.handlers import noop_items, record_items
 from bench.memory import peak_rss_mb
-from bench.peers import PEERS
+from bench.peers import CHUNKED, PEERS
 from bench.peers.base import Handler, Message, Peer, StorageQueue
+from bench.peers.chunked import chunk_items
 from shared.telemetry.metering import TransactionCounter
 
 log = logging.getLogger(__name__)
@@ -55,19 +56,20 @@ def write_summary(path: Path, document: dict[str, Any]) -> None:
     path.write_text(json.dumps(document, indent=1))
 
 
-def open_queue(connection: str, name: str, counter: TransactionCounter) -> CountingQueue:
+def open_queue(connection: str, name: str, counter: TransactionCounter, kind: str = "a") -> CountingQueue:
     poison = enqueue.client(connection, f"{name}-poison", counter)
-    return CountingQueue(enqueue.client(connection, name, counter), poison)
+    decode = chunk_items if kind in CHUNKED else json.loads
+    return CountingQueue(enqueue.client(connection, name, counter), poison, decode)
 
 
 def peer_for(kind: str, queue: CountingQueue, handler: Handler, seed: int) -> Peer:
-    return PEERS[kind](queue, handler, RealClock(), seed=seed)
+    return (PEERS | CHUNKED)[kind](queue, handler, RealClock(), seed=seed)
 
 
 async def serve(kind: str, names: Sequence[str], summary: Path) -> None:
     connection = os.environ[STORAGE_ENV]
     counters = {name: TransactionCounter() for name in names}
-    queues = {name: open_queue(connection, name, counters[name]) for name in names}
+    queues = {name: open_queue(connection, name, counters[name], kind) for name in names}
     peers = [peer_for(kind, queues[name], record_items, seed=i) for i, name in enumerate(names)]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -93,7 +95,7 @@ async def serve(kind: str, names: Sequence[str], summary: Path) -> None:
 async def drain(kind: str, name: str, items: int, summary: Path, window_s: float | None = None) -> None:
     connection = os.environ[STORAGE_ENV]
     counter = TransactionCounter()
-    queue = open_queue(connection, name, counter)
+    queue = open_queue(connection, name, counter, kind)
     peer = peer_for(kind, queue, noop_items, seed=0)
     queue.target, queue.drained = items, asyncio.Event()
     started = time.monotonic()
@@ -106,7 +108,7 @@ async def drain(kind: str, name: str, items: int, summary: Path, window_s: float
     await asyncio.gather(task, return_exceptions=True)
     document: dict[str, Any] = {
         "peer": kind,
-        "items": queue.deleted,
+        "items": queue.deleted,  # messages: one item each, or one chunk each for a chunked peer
         "seconds": seconds,
         "items_per_s": queue.deleted / seconds if seconds else None,
         "transactions": counter.totals(),
@@ -126,7 +128,7 @@ async def close_all(queues: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.peers.process")
     parser.add_argument("mode", choices=["serve", "drain"])
-    parser.add_argument("--peer", choices=sorted(PEERS), required=True)
+    parser.add_argument("--peer", choices=sorted(PEERS | CHUNKED), required=True)
     parser.add_argument("--queues", required=True, help="comma-separated queue names")
     parser.add_argument("--items", type=int, default=0)
     parser.add_argument("--window-s", type=float, help="drain mode: stop after this many seconds")

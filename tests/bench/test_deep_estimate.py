@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.report_text import hours_range
+from bench.report_tables import hours_range
 from bench.stats import full_drain_hours
 
 
