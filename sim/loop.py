@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-
 class Stalled(RuntimeError):
     """Raised when the simulation has nothing ready and no timer: every task waits for something that never
     comes (a deadlock in the simulated world)."""
