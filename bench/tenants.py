@@ -209,7 +209,14 @@ async def newcomers(host: Host, record: Path, stop: asyncio.Event, every_s: floa
 async def one_count(stack: Stack, token: str, count: int, args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
     role = f"ten{count}"
     record = run_dir / f"record-{role}.log"
-    env = app_env(stack.storage, stack.servicebus, role, token, HANDLER="bench.handlers:record")
+    env = app_env(
+        stack.storage,
+        stack.servicebus,
+        role,
+        token,
+        HANDLER="bench.handlers:record",
+        MAX_TENANTS=str(max(args.tenants) + 10),
+    )
     process, port = stack.host(role, env | {"BENCH_RECORD_FILE": str(record)})
     try:
         lanes_s = await submit_lanes(env, count)
