@@ -23,7 +23,7 @@ from shared.core.settings import Settings
 from shared.intake.body import Limits, check_depth, loads
 from shared.intake.submit import submit
 from shared.ops import lifecycle as batch_lifecycle
-from shared.ops import replay, replay_jobs, reports
+from shared.ops import parked, replay, replay_jobs, reports
 from shared.ops.status import FINAL
 from shared.runtime import services
 from shared.telemetry import metering
@@ -280,16 +280,16 @@ async def poison_list(params: Mapping[str, str] | None = None) -> ApiResponse:
         unknown = sorted(set(query) - {"limit", "continuation", "code"})
         if unknown:
             raise MalformedRequest(f"unknown query parameter {unknown[0]!r}; this route takes limit and continuation")
-        limit = int_param(query, "limit", replay.PARKED_PAGE, 1, replay.MAX_PARKED_PAGE)
-        page = await replay.page_parked(services(), limit, query.get("continuation"))
-        return ApiResponse(200, {"partitions": await replay.list_parked(services())} | page)
+        limit = int_param(query, "limit", parked.PARKED_PAGE, 1, parked.MAX_PARKED_PAGE)
+        page = await parked.page_parked(services(), limit, query.get("continuation"))
+        return ApiResponse(200, {"partitions": await parked.list_parked(services())} | page)
 
     return await read(call)
 
 
 async def poison_detail(message_id: str) -> ApiResponse:
     async def call() -> ApiResponse:
-        return ApiResponse(200, await replay.inspect(services(), message_id))
+        return ApiResponse(200, await parked.inspect(services(), message_id))
 
     return await read(call)
 

@@ -26,7 +26,6 @@ from shared.batch.lifecycle import Options
 from shared.core import layout
 from shared.core.errors import (
     IdempotencyConflict,
-    LimitExceeded,
     MalformedRequest,
     PreconditionFailed,
     ResourceConflict,
@@ -37,9 +36,9 @@ from shared.core.errors import (
     TriggerUnavailable,
 )
 from shared.core.events import Reason, TriggerEvent
-from shared.core.lanes import DEFAULT_TENANT, Lane, queue_suffix
-from shared.engine import lane_queues
+from shared.core.lanes import DEFAULT_TENANT, Lane
 from shared.intake.body import Intake, Limits, decode_body, possible_size
+from shared.intake.lane_marks import check_tenant_room, mark_lanes, premark_lanes
 from shared.services import Services
 from shared.store import batch_index
 from shared.store.storage import NEVER_EXPIRES, read_json, translated, write_bytes, write_json
@@ -236,32 +235,6 @@ async def _submit(
     return Submitted(manifest, trigger)
 
 
-async def check_tenant_room(services: Services, tenant: str) -> None:
-    """A tenant new to the app only while fewer than MAX_TENANTS have lanes (one listing per submit that names
-    a tenant). Two new tenants submitting at the same moment may both pass: the bound is MAX_TENANTS plus the
-    submits racing it."""
-    settings = services.settings
-    known = await lane_queues.tenants(services, settings.partition_queues())
-    if queue_suffix(tenant) not in known and len(known) >= settings.max_tenants:
-        raise LimitExceeded(
-            f"{len(known)} tenants have lanes, the most MAX_TENANTS allows: submit as one of them, "
-            "or ask the operator to raise MAX_TENANTS",
-            limit="MAX_TENANTS",
-            maximum=settings.max_tenants,
-            status=409,
-            tenant=tenant,
-        )
-
-
-async def premark_lanes(services: Services, lanes: Sequence[str], tenant: str) -> None:
-    """Before any chunk is stored: move each lane's mark, so a lane its drainer recorded as quiet
-    (`shared.engine.lane_queues`) is looked at again, whatever happens to this submit after (not best effort:
-    a failure fails the submit before it stored anything)."""
-    for name in lanes:
-        await services.storage.ensure_queue(name)
-    await asyncio.gather(*(lane_queues.mark(services, name, tenant=tenant, storing=True) for name in lanes))
-
-
 async def _own_commit(container: ContainerClient, manifest: Manifest) -> str:
     """The ETag of this attempt's accepted manifest, if the commit that answered 412 was in fact our own write;
     else another request took the batch over (the simulator found a 409 answered for a batch it had accepted,
@@ -271,20 +244,6 @@ async def _own_commit(container: ContainerClient, manifest: Manifest) -> str:
     if stored.state is State.ACCEPTED and stored.attempt == manifest.attempt:
         return etag
     raise IdempotencyConflict("a concurrent request with the same Idempotency-Key took this batch over")
-
-
-async def mark_lanes(
-    services: Services, lanes: Sequence[str], committed: tuple[str, str], accepted_ms: int, tenant: str
-) -> None:
-    """After the commit (a chunk taken before it would only be put back): a drainer that found a lane empty
-    takes it again when it sees the mark move. Best effort: the mark before storing already moved, so a
-    drainer looking at the lane admits the batch after reading its manifest."""
-    try:
-        await asyncio.gather(
-            *(lane_queues.mark(services, name, committed, accepted_ms, tenant=tenant) for name in lanes)
-        )
-    except StorageError as e:
-        log.warning("could not mark lanes %s: %s", ",".join(lanes), e)
 
 
 async def claim(container: ContainerClient, manifest: Manifest) -> tuple[Manifest, str] | Submitted:

@@ -129,6 +129,7 @@ async def test_inspecting_parked_chunks_hides_nothing_costs_a_few_calls_and_repl
     import asyncio
 
     from shared.core.errors import NotFound
+    from shared.ops import parked as parked_tools
     from shared.ops import replay
     from shared.store import poison_index
     from shared.telemetry import metering
@@ -151,15 +152,15 @@ async def test_inspecting_parked_chunks_hides_nothing_costs_a_few_calls_and_repl
 
     with metering.tally() as calls:
         with pytest.raises(NotFound):
-            await replay.inspect(services, "00000000-0000-0000-0000-000000000000")
-        detail = await replay.inspect(services, entries[-1].message_id)
+            await parked_tools.inspect(services, "00000000-0000-0000-0000-000000000000")
+        detail = await parked_tools.inspect(services, entries[-1].message_id)
     assert detail["batch_id"] == done.manifest.batch_id
     assert sum(calls.values()) <= 6, calls
     assert len(await poison.peek_messages(max_messages=32)) == 32, "looking hid nothing"
 
     async def inspect_unknown() -> None:
         with pytest.raises(NotFound):
-            await replay.inspect(services, "11111111-0000-0000-0000-000000000000")
+            await parked_tools.inspect(services, "11111111-0000-0000-0000-000000000000")
 
     answer, *_ = await asyncio.gather(
         replay.replay(services, batch_id=done.manifest.batch_id), inspect_unknown(), inspect_unknown()
