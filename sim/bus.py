@@ -113,6 +113,9 @@ class Broker:
             waits = [m.available_s if m.holder is None else m.locked_until_s for m in self.messages]
             later = [w - now for w in waits if w > now]
             timeout = min([*later, 1.0]) if not self.weather.down() else 0.5
+            # At epoch seconds a float resolves about 2e-7 s: a shorter wait would not move `now()`, and the
+            # loop would spin at one virtual instant (seen once the look watch changed a schedule).
+            timeout = max(timeout, 0.001)
             wake = self._wake
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), timeout)

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 MODES = ("ok", "ok", "ok", "ok", "ok", "t1", "t2", "perm")
 # Scenario families: `random` spreads faults over the run; `submit` aims crashes, storage faults and Service
 # Bus outages at each submit's write path (chunks stored, commit, index, doorbell), every submit keyed and
 # retried as a client would; `limits` sets HANDLER_MAX_IN_FLIGHT=1 with handler calls that hang.
-FAMILIES = ("random", "submit", "limits")
+# `volume` is a run without faults at the default chunk size, a few thousand items: its storage transactions
+# per 1,000 items are held to the documented figure (BENCHMARKS.md section 1).
+FAMILIES = ("random", "submit", "limits", "volume")
+SIZES = (1, 2, 5, 9, 17)
+VOLUME_SIZES = (5000, 10000, 20000)
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,7 @@ class Scenario:
     bus_duplicate: float = 0.0
     bus_delay_s: float = 0.0
     handler_hang: float = 0.0
+    cancels: list[tuple[float, int]] = field(default_factory=list)  # (when, which submit) a client cancels
     timer_s: float = 600.0
     family: str = "random"
 
@@ -71,7 +76,7 @@ class Scenario:
     def fault_end_s(self) -> float:
         ends = [c.at_s + c.down_s for c in self.crashes]
         ends += [s.end_s for s in self.storage_spans] + [s.end_s for s in self.bus_spans]
-        ends += [s.at_s for s in self.submits]
+        ends += [s.at_s for s in self.submits] + [at for at, _ in self.cancels]
         return max(ends, default=0.0)
 
     @property
@@ -107,7 +112,7 @@ class Scenario:
         skews = tuple(rng.uniform(-3.0, 3.0) if faults else 0.0 for _ in range(instances))
         submits = []
         for n in range(rng.randint(2, 7)):
-            size = rng.choice([1, 2, 5, 9, 17])
+            size = rng.choice(VOLUME_SIZES if family == "volume" else SIZES)
             keyed = rng.random() < 0.4 or family == "submit"
             submits.append(
                 Submit(
@@ -124,6 +129,10 @@ class Scenario:
             )
         if family == "limits":
             settings["HANDLER_MAX_IN_FLIGHT"] = "1"
+        if family == "volume":  # as the benchmark's backlog: the default chunk size, one lane, every item ok
+            faults = False
+            del settings["CHUNK_MAX_ITEMS"]
+            submits = [replace(s, tenant="", priority="normal", modes=("ok",) * s.items) for s in submits]
         scenario = cls(seed, faults, settings, skews, sorted(submits, key=lambda s: s.at_s), family=family)
         if faults and family == "submit":
             scenario.aim_at_submits(rng, instances)
@@ -131,6 +140,12 @@ class Scenario:
             scenario.add_faults(rng, instances)
             if family == "limits":
                 scenario.handler_hang = 0.1
+        if family != "volume":
+            # Drawn apart, so that the scenarios drawn before cancels existed stay as they were.
+            cancels = random.Random(f"cancels-{family}-{seed}")
+            if cancels.random() < 0.3:
+                n = cancels.randrange(len(scenario.submits))
+                scenario.cancels.append((round(scenario.submits[n].at_s + cancels.uniform(0.0, 10.0), 3), n))
         return scenario
 
     def aim_at_submits(self, rng: random.Random, instances: int) -> None:
@@ -175,6 +190,8 @@ class Scenario:
                 f"  submit {s.label} at {s.at_s:.3f} s on i{s.instance}: {s.items} items "
                 f"tenant={s.tenant or '-'} {s.priority} key={s.key} modes={','.join(s.modes)}"
             )
+        for at, n in self.cancels:
+            out.append(f"  cancel {self.submits[n].label} at {at:.3f} s")
         for c in self.crashes:
             out.append(f"  crash i{c.instance} at {c.at_s:.3f} s for {c.down_s:.1f} s")
         for sp in self.storage_spans:

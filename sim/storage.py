@@ -37,6 +37,8 @@ from sim.account import ACCOUNT, QUEUE_PORT, Fault, Reply
 from sim.storage_blobs import BlobOps
 from sim.storage_queues import QueueOps
 
+READS = frozenset({"GetMessages", "PeekMessages", "GetQueueMetadata"})
+
 
 class StorageServer(QueueOps, BlobOps):
     """The REST operations the app uses, against one `Account`, on the clock `now()` (epoch seconds)."""
@@ -51,7 +53,10 @@ class StorageServer(QueueOps, BlobOps):
         parts = [p for p in parts if p != ""] if len(parts) <= 1 else parts
         query = {k: v[0] for k, v in parse_qs(parsed.query, keep_blank_values=True).items()}
         if port == QUEUE_PORT:
-            return self._queue_op(method, parts, query, headers, body)
+            operation, reply = self._queue_op(method, parts, query, headers, body)
+            if operation in READS and reply.status < 300 and self.observe is not None:
+                self.observe("QueueRead", self.caller, parts[0])  # a look at the queue (`sim.invariants.Looks`)
+            return operation, reply
         return self._blob_op(method, parts, query, headers, body)
 
 

@@ -13,6 +13,7 @@ from sim.world import run
 
 FAULTY_SEEDS = range(0, 60)
 CALM_SEEDS = range(1000, 1010)
+VOLUME_SEEDS = range(0, 4)  # no faults, default chunk size: transactions per 1,000 items (sim.checks)
 SUBMIT_SEEDS = range(0, 20)  # faults aimed at each submit's writes (sim.scenario, family "submit")
 LIMITS_SEEDS = [*range(0, 10), 23]  # HANDLER_MAX_IN_FLIGHT=1 with hanging calls; 23 catches a lapsed lease
 
@@ -53,6 +54,14 @@ def test_without_faults_every_item_ends_as_its_handler_decided(seed: int) -> Non
     outcome = run(seed, faults=False)
     assert outcome.ok, outcome.report()
     assert outcome.accepted == len(outcome.scenario.submits), outcome.report()
+
+
+@pytest.mark.parametrize("seed", VOLUME_SEEDS)
+def test_a_large_backlog_costs_a_few_transactions_per_thousand_items(seed: int) -> None:
+    outcome = run(seed, family="volume")
+    assert outcome.ok, outcome.report()
+    assert outcome.items >= 5000, outcome.report()
+    assert outcome.transactions > 0, outcome.report()
 
 
 def test_a_seed_replays_its_exact_schedule() -> None:
