@@ -321,8 +321,7 @@ class World:
         for crash in self.scenario.crashes:
             self.spawn(self.crash_later(crash), "crash")
         self.spawn(self.timer(), "timer")
-        # Not spawned yet: with it, limits seed 23 spins at one virtual instant (float resolution at epoch
-        # seconds, as in `sim.bus.Broker.take`; not yet found where). `Looks.on_read` still records the reads.
+        self.spawn(self.looks.watch(), "looks")  # every partition holding messages looked at within its bound
         for at_s, n in self.scenario.cancels:
             self.spawn(self.cancels.issue(at_s, n), "cancel")
         await asyncio.gather(*clients)
