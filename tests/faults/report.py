@@ -73,9 +73,20 @@ def proofs(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return [f"- **{r['scenario']}**: {r['proves']}." for r in sorted(rows, key=number)]
 
 
-def render(rows: Sequence[Mapping[str, Any]]) -> str:
+# What follows this line in RELIABILITY.md (the simulation, tenants at scale) is written by other commands and by
+# hand: a regeneration keeps it as it is.
+KEPT = "<!-- kept: the sections below are not written by make reliability, which keeps them -->"
+
+
+def render(rows: Sequence[Mapping[str, Any]], kept: str = "") -> str:
     parts = [INTRO, *table(rows), "", "## What each scenario proves", "", *proofs(rows)]
-    return "\n".join(parts) + "\n"
+    return "\n".join(parts) + "\n" + (f"\n{kept}" if kept else "")
+
+
+def kept_part(previous: str) -> str:
+    """The part of the previous file from the KEPT marker on ("" if it has none)."""
+    at = previous.find(KEPT)
+    return previous[at:] if at >= 0 else ""
 
 
 def main(argv: Sequence[str]) -> int:
@@ -85,7 +96,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"{source} not found: run the fault suite with RELIABILITY_JSON={source} first", file=sys.stderr)
         return 2
     rows: list[dict[str, Any]] = json.loads(source.read_text())
-    target.write_text(render(rows))
+    target.write_text(render(rows, kept_part(target.read_text()) if target.exists() else ""))
     print(f"wrote {target} ({len(rows)} of {len(SCENARIOS)} scenarios)")
     return 0
 
