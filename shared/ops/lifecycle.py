@@ -82,15 +82,12 @@ async def cancel(services: Services, batch_id: str) -> dict[str, Any]:
 
 async def finalize(services: Services, batch_id: str) -> dict[str, Any] | None:
     """If the batch is final and not yet stamped so: stamp it, store its completion notice and answer its final
-    status (None otherwise). Deletes its ended marker once every chunk of it has a record."""
+    status (None otherwise). An ended batch's marker stays (`shared.store.ended.KEEP_S`)."""
     manifest, etag, entries = await read(services, batch_id)
     status = batch_status(manifest, entries, datetime.now(timezone.utc))
     if status["status"] not in FINAL:
         return None
     settings = services.settings
-    recorded = {e.chunk for e in entries}
-    if manifest.ended is not None and status["items"]["pending"] == 0 and len(recorded) == manifest.chunks:
-        await ended.unmark(services.storage.container(settings.state_container), batch_id)
     if manifest.final_status is not None:
         return None
     stamped = replace(manifest, final_status=status["status"], finished_at=datetime.now(timezone.utc).isoformat())
