@@ -1,4 +1,4 @@
-"""`python -m bench.tenants`: what tenant lanes cost, with 1, 100 and 1,000 distinct tenants.
+"""`python -m bench.tenants`: what tenant lanes cost, with 1, 100, 1,000 and 2,000 distinct tenants.
 
 For each count, on one Azurite and the local function host (the real function_app.py): that many tenants each
 submit 10 items (each makes its lane, a queue per partition), and the host drains them. After a settle (the
@@ -13,7 +13,7 @@ The fallback timer ticks every minute here (the bench's app settings), so the id
 find the queue not due: its back-off grows to 30 minutes). At the default schedule (every 6 hours) every tick is
 due: one due tick is counted in this process (`due_tick`) and spread over its 6 hours.
 
-    python -m bench.tenants [--tenants 1 100 1000] [--idle-s 180] [--backlog 200000]
+    python -m bench.tenants [--tenants 1 100 1000 2000] [--idle-s 180] [--backlog 200000]
         -> bench/results/tenants.json (about 15-20 minutes)
 
 Rerun it after the engine's lane changes land: they change what a lane costs.
@@ -50,7 +50,7 @@ from shared.watch.fallback import poll
 
 log = logging.getLogger("bench.tenants")
 RESULTS = Path(__file__).resolve().parent / "results"
-COUNTS = (1, 100, 1000)
+COUNTS = (1, 100, 1000, 2000)
 LANE_ITEMS = 10
 SETTLE_S = 75.0
 DEFAULT_TICK_S = 6 * 3600.0

@@ -35,6 +35,9 @@ class Services:
     watch: Callable[[Services, str], Awaitable[bool]]
     # (queue, slot) pairs this process is draining right now: a duplicate trigger costs no transaction.
     draining: set[tuple[str, int]] = field(default_factory=set)
+    # partition -> when (wall clock, ms) the last look of a drainer here that found it without visible work began:
+    # a doorbell whose work was ready well before that is covered (shared.engine.serve); one key per partition
+    looked: dict[str, int] = field(default_factory=dict)
     # batch id -> committed attempt, for batches whose manifest was read as accepted; bounded in size and age.
     committed: CommittedAttempts = field(default_factory=CommittedAttempts)
     # batches ended early (cancelled, or failed past their tolerance), listed at most every ENDED_CHECK_S

@@ -40,6 +40,9 @@ class TriggerEvent:
     slot: int = 0  # which drain lease slot the event asks for (scale-out recruits slots 1..N-1)
     job: str | None = None  # the background replay job a `replay-step` event advances
     token: str | None = None  # the look a `look` event is (shared.watch.lookout)
+    # a doorbell's: when (the sender's wall clock, ms) the work it announces was stored and visible; a look at the
+    # partition that began later covers it (shared.engine.serve)
+    ready_ms: int | None = None
 
     def encode(self) -> bytes:
         body: dict[str, Any] = {
@@ -56,6 +59,8 @@ class TriggerEvent:
             body["job"] = self.job
         if self.token is not None:
             body["token"] = self.token
+        if self.ready_ms is not None:
+            body["ready_ms"] = self.ready_ms
         return json.dumps(body, separators=(",", ":")).encode("utf-8")
 
     @classmethod
@@ -77,6 +82,7 @@ class TriggerEvent:
             slot=_count(doc, "slot"),
             job=_optional_text(doc, "job"),
             token=_optional_text(doc, "token"),
+            ready_ms=_count(doc, "ready_ms") if "ready_ms" in doc else None,
         )
 
 

@@ -167,7 +167,10 @@ class Drainer(HeldMessages):
                     self.report.outcome = "budget" if self._out_of_time() else "lease-lost"
                 return
             # No lost wake-up: work that arrived while we held the lease is seen here.
+            began_ms = int(time.time() * 1000)
             if not await self._has_visible_work():
+                # A doorbell for work ready before this look began is covered by it (`shared.engine.serve`).
+                self.s.looked[self.queue_name] = max(began_ms, self.s.looked.get(self.queue_name, 0))
                 return
 
     async def _session(self) -> bool | None:

@@ -18,9 +18,19 @@ from shared.store.received import utcnow
 log = logging.getLogger("shared.engine.drainer")  # one logger for the whole engine
 
 
+# A doorbell's `ready_ms` comes from the submitting instance's clock: instances may disagree by a few seconds.
+COVER_SKEW_MS = 5_000
+
+
 async def serve(services: Services, event: TriggerEvent, trace: str | None = None) -> DrainReport:
     """Serve a drain event: drain the
     queue it names. `trace`: the traceparent the event carried (shared.telemetry.tracing.from_event)."""
+    if covered(services, event):
+        # A drainer of this process looked at every lane of the partition after this doorbell's work was stored
+        # and found none visible (it had been drained, or another drainer holds it): nothing for this event to do.
+        # A burst of submits (2,000 tenants' one each) then costs one look, not one drain execution per doorbell.
+        log.debug("doorbell of %s for batch %s covered by a later look", event.queue, event.batch_id)
+        return DrainReport(event.queue, event.slot, event.reason.value, outcome="covered")
     try:
         return await Drainer(services, event.queue, slot=event.slot, reason=event.reason, trace=trace).run()
     except StorageError as e:
@@ -32,3 +42,11 @@ async def serve(services: Services, event: TriggerEvent, trace: str | None = Non
         except TriggerUnavailable:
             raise e from None  # neither service answers: let Service Bus redeliver this event
         return DrainReport(event.queue, event.slot, event.reason.value, outcome="storage-failed")
+
+
+def covered(services: Services, event: TriggerEvent) -> bool:
+    """A submit's doorbell whose work was ready (`ready_ms`) more than COVER_SKEW_MS before a look of this
+    process's drainers that found the partition without visible work began (`Services.looked`)."""
+    if event.reason is not Reason.SUBMITTED or event.ready_ms is None:
+        return False
+    return event.ready_ms + COVER_SKEW_MS < services.looked.get(event.queue, 0)

@@ -352,8 +352,12 @@ async def ring(services: Services, manifest: Manifest, payload_size: int, at: da
     with a not_before (`at`) has its doorbells and its queues' first looks scheduled for then: no poller
     waits for it meanwhile."""
     account = services.settings.account_name
+    # Its chunks are stored (and, with a not_before, visible from `at`): a drainer's look begun after that sees them.
+    ready_ms = math.ceil(max(time.time(), at.timestamp() if at is not None else 0.0) * 1000)
     events = [
-        TriggerEvent(account, queue, Reason.SUBMITTED, payload_size=payload_size, batch_id=manifest.batch_id)
+        TriggerEvent(
+            account, queue, Reason.SUBMITTED, payload_size=payload_size, batch_id=manifest.batch_id, ready_ms=ready_ms
+        )
         for queue in manifest.queues
     ]
     for n, event in enumerate(events):

@@ -158,6 +158,7 @@ def another_instance(services: Services) -> Services:
         storage=storage,
         backoff=BackoffStore(storage, services.settings),
         draining=set(),
+        looked={},
         committed=CommittedAttempts(),
     )
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import replace
 
 import pytest
 
 from shared import api
 from shared.core.events import Reason
-from shared.engine import lane_queues
+from shared.engine import lane_queues, serve
 from shared.engine.drainer import Drainer
 from shared.engine.fair_slots import FairSlots
 from shared.engine.limits import drainers_fed
@@ -23,6 +24,7 @@ from shared.engine.report import DrainReport
 from shared.engine.wakeups import Wakeups
 from shared.handlers import ChunkContext
 from shared.ops.reports import read_batch_status, read_queue_status
+from shared.router import route
 from shared.store.storage import write_json
 from shared.watch.fallback import poll
 from shared.watch.inspect import inspect
@@ -278,3 +280,33 @@ async def test_work_in_a_lane_recorded_quiet_is_found_by_the_timers_look_and_dra
     outcomes = await poll(services)
     assert [o.action for o in outcomes] == ["triggered"]
     assert (await drain_all(services)).items_ok == 3, "the timer's look marked the lane again"
+
+
+async def test_a_doorbell_whose_work_a_later_look_found_drained_costs_no_transaction(configure) -> None:
+    """2,000 tenants' one-item submits ring 2,000 doorbells; served one at a time, each was a drain execution
+    listing every lane twice (about 0.5 s each: 17 minutes of doorbells). A doorbell whose work was ready before
+    a drainer's closing look at the partition began (that look found nothing visible) is covered by it: it costs
+    no storage call. One whose work came after that look, or within the clock-skew margin of it, is served."""
+    services = configure(publisher=RecordingPublisher(), HANDLER=RECORD)
+    for i in range(3):
+        await submit_to(services, f"b{i}", 1, tenant=f"tenant{i}")
+    doorbells = [e for e, _ in services.publisher.events if e.reason is Reason.SUBMITTED]
+    assert len(doorbells) == 3
+    assert all(e.ready_ms for e in doorbells)
+    assert (await drain_all(services)).items_ok == 3
+    # As if they had waited 6 s behind other doorbells: their work was ready well before the drain's last look.
+    waited = [replace(e, ready_ms=e.ready_ms - serve.COVER_SKEW_MS - 1000) for e in doorbells]
+    assert [serve.covered(services, e) for e in doorbells] == [False] * 3, "within the skew margin: served"
+    before = dict(services.counter.totals())
+    reports = [await route(services, event) for event in waited]
+    assert [r.outcome for r in reports] == ["covered"] * 3
+    assert services.counter.totals() == before, "a covered doorbell made a storage call"
+
+    services.publisher.events.clear()
+    await submit_to(services, "late", 2, tenant="tenant0")
+    [late] = [e for e, _ in services.publisher.events if e.reason is Reason.SUBMITTED]
+    report = await route(services, late)
+    assert report.outcome != "covered"
+    assert report.items_ok == 2, "work ready after the look is drained"
+    skewed = replace(late, ready_ms=services.looked[late.queue] - serve.COVER_SKEW_MS + 1)
+    assert not serve.covered(services, skewed), "within the skew margin of the look: served"

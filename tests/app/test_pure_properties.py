@@ -185,9 +185,15 @@ def test_anything_but_a_chunk_envelope_is_refused(text):
 # -- trigger events --------------------------------------------------------------------------------------------
 
 
-@given(st.sampled_from(list(Reason)), st.integers(0, 10**9), st.one_of(st.none(), st.just("f" * 32)), st.integers(0, 9))
-def test_trigger_events_round_trip(reason, size, batch_id, slot):
-    event = TriggerEvent("acct", "work-items", reason, size, batch_id, slot)
+@given(
+    st.sampled_from(list(Reason)),
+    st.integers(0, 10**9),
+    st.one_of(st.none(), st.just("f" * 32)),
+    st.integers(0, 9),
+    st.one_of(st.none(), st.integers(0, 2**53)),
+)
+def test_trigger_events_round_trip(reason, size, batch_id, slot, ready_ms):
+    event = TriggerEvent("acct", "work-items", reason, size, batch_id, slot, ready_ms=ready_ms)
     assert TriggerEvent.decode(event.encode()) == event
 
 
@@ -195,7 +201,8 @@ def test_trigger_events_round_trip(reason, size, batch_id, slot):
     "body",
     [b"", b"[]", b"{}", b'{"account":"a","queue":"Bad_Queue","reason":"submitted"}',
      b'{"account":"a","queue":"work-items","reason":"whenever"}',
-     b'{"account":"a","queue":"work-items","reason":"submitted","payload_size":-1}', b"x" * 5000],
+     b'{"account":"a","queue":"work-items","reason":"submitted","payload_size":-1}', b"x" * 5000,
+     b'{"account":"a","queue":"work-items","reason":"submitted","ready_ms":"soon"}'],
 )  # fmt: skip
 def test_malformed_trigger_events_are_refused_with_a_reason(body):
     with pytest.raises(MalformedEvent):
