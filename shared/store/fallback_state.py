@@ -3,6 +3,10 @@
 Only the interval (and idle count) is persisted, with ETag concurrency; the next due time lives in
 memory. At the ceiling nothing changes, so an idle queue costs one depth read per ceiling and no
 writes. After a restart, a queue is due at once, and continues from the persisted interval.
+
+The time of the partition's last thorough look (every lane's depth read: `shared.watch.inspect`) is kept in the
+same blob, so the timer makes one a day (`THOROUGH_EVERY_MS`) however often its instance is recycled: one more
+write a day per partition, none per lane.
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ if TYPE_CHECKING:
     from shared.store.storage import Storage
 
 log = logging.getLogger(__name__)
+
+# The timer reads every lane's depth at most this often (the 6-hourly tick's every fourth; an hour's slack so a
+# tick a little early still counts).
+THOROUGH_EVERY_MS = 23 * 3600 * 1000
 
 
 def policy_of(settings: Settings) -> PollPolicy:
@@ -39,6 +47,7 @@ class BackoffStore:
         self.policy = policy_of(settings)
         self._states: dict[str, PollState] = {}
         self._etags: dict[str, str | None] = {}
+        self._thorough: dict[str, int] = {}  # when each partition's last thorough look was (epoch ms)
 
     def known(self) -> dict[str, PollState]:
         return dict(self._states)
@@ -58,16 +67,28 @@ class BackoffStore:
             self._etags[queue] = None
             return self.policy.initial(now_ms)
         self._etags[queue] = etag
+        if isinstance(doc, dict) and isinstance(doc.get("thorough_ms"), int):
+            self._thorough[queue] = doc["thorough_ms"]
         return from_json(doc, now_ms, self.policy)
 
-    async def save(self, queue: str, state: PollState) -> None:
+    def thorough_due(self, queue: str, now_ms: int) -> bool:
+        """Whether the timer's look at `queue` (loaded first) should read every lane: a day since the last did."""
+        return now_ms - self._thorough.get(queue, 0) >= THOROUGH_EVERY_MS
+
+    async def save(self, queue: str, state: PollState, *, thorough_ms: int | None = None) -> None:
+        """`thorough_ms`: the look just made read every lane, at that time (written with the state)."""
         before = self._states.get(queue)
         self._states[queue] = state
-        if before is not None and before.interval_ms == state.interval_ms and queue in self._etags:
+        if thorough_ms is not None:
+            self._thorough[queue] = thorough_ms
+        unchanged = before is not None and before.interval_ms == state.interval_ms and queue in self._etags
+        if unchanged and thorough_ms is None:
             return
         container = await self._storage.ensure_container(self._settings.state_container)
         etag = self._etags.get(queue)
-        doc = {"interval_ms": state.interval_ms, "idle_count": state.idle_count}
+        doc: dict[str, int] = {"interval_ms": state.interval_ms, "idle_count": state.idle_count}
+        if queue in self._thorough:
+            doc["thorough_ms"] = self._thorough[queue]
         try:
             self._etags[queue] = await write_json(
                 container, layout.backoff_blob(queue), doc, etag=etag, create_only=etag is None

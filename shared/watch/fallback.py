@@ -66,16 +66,18 @@ async def poll_queue(services: Services, queue: str, deadline: float, clock_ms: 
     state = await store.load(queue, now_ms)
     if not state.is_due(now_ms):
         return PollOutcome(queue, "not-due", None, state)
-    action, depth = await inspect(services, queue, deadline, thorough=True)
+    thorough = store.thorough_due(queue, now_ms)
+    action, depth = await inspect(services, queue, deadline, thorough=thorough)
+    done = now_ms if thorough else None
     if depth == 0:
         state = store.policy.after_idle(state, now_ms=now_ms, u=random.random())
-        await store.save(queue, state)
+        await store.save(queue, state, thorough_ms=done)
         metrics.observe_backoff(queue, state.interval_ms / 1000)
         log.info("fallback: %s is empty; next look in %.0f s", queue, (state.next_due_ms - now_ms) / 1000)
         return PollOutcome(queue, "idle", 0, state)
     await keep_looking(services, queue)
     state = store.policy.after_work(state, now_ms=clock_ms(), u=random.random())
-    await store.save(queue, state)
+    await store.save(queue, state, thorough_ms=done)
     metrics.observe_backoff(queue, state.interval_ms / 1000)
     return PollOutcome(queue, action, depth, state)
 

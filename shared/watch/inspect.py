@@ -23,10 +23,10 @@ log = logging.getLogger("shared.watch.fallback")  # its records read as the fall
 async def inspect(services: Services, queue: str, deadline: float, *, thorough: bool = False) -> tuple[str, int]:
     """One look at a partition, the timer's or a `look` event's: (action, depth). Empty: ("idle", 0).
 
-    A look trusts the partition's quiet record (a lane recorded quiet costs no read). The timer's look is
-    `thorough`, the last net: it reads every lane's depth, and a lane the record holds quiet that it finds
+    A look trusts the partition's quiet record (a lane recorded quiet costs no read). The timer's look once a
+    day is `thorough`, the last net: it reads every lane's depth, and a lane the record holds quiet that it finds
     holding messages (a replay or submit whose second mark failed) is marked again, so drainers look at it.
-    Its cost: one depth read per lane per tick (every 6 hours: 2,000 lanes are 8,000 reads a day)."""
+    Its cost: one depth read per lane a day (2,000 lanes are 2,000 reads a day; `shared.store.fallback_state`)."""
     state = await services.storage.ensure_container(services.settings.state_container)
     if thorough:
         lanes = await lane_queues.depths(services, queue)

@@ -8,6 +8,7 @@ On the real Azurite with the recording publisher (see conftest) where storage is
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from dataclasses import replace
 
@@ -25,11 +26,12 @@ from shared.engine.wakeups import Wakeups
 from shared.handlers import ChunkContext
 from shared.ops.reports import read_batch_status, read_queue_status
 from shared.router import route
+from shared.services import Services
 from shared.store.storage import write_json
 from shared.watch.fallback import poll
 from shared.watch.inspect import inspect
 from tests.app import handlers
-from tests.app.conftest import RecordingPublisher, drain_all
+from tests.app.conftest import RecordingPublisher, another_instance, drain_all
 from tests.app.test_lanes import ndjson, submit_to
 
 RECORD = "tests.app.handlers:record"
@@ -310,3 +312,30 @@ async def test_a_doorbell_whose_work_a_later_look_found_drained_costs_no_transac
     assert report.items_ok == 2, "work ready after the look is drained"
     skewed = replace(late, ready_ms=services.looked[late.queue] - serve.COVER_SKEW_MS + 1)
     assert not serve.covered(services, skewed), "within the skew margin of the look: served"
+
+
+async def test_the_timers_thorough_look_reads_every_lane_once_a_day_even_on_a_recycled_instance(configure) -> None:
+    """The timer's look reads every lane's depth (the last net for a lane wrongly recorded quiet) once a day, not
+    at each 6-hourly tick: 2,000 lanes cost 2,000 reads a day, not 8,000. The time of the last is kept in the
+    back-off blob, so a fresh instance (a recycled one) does not read them all again."""
+    services = configure(publisher=RecordingPublisher(), HANDLER=RECORD)
+    for i in range(5):
+        await submit_to(services, f"t{i}", 1, tenant=f"tenant{i}")
+    assert (await drain_all(services)).items_ok == 5
+    now_ms = int(time.time() * 1000)
+    hour_ms = 3600 * 1000
+
+    async def tick(on: Services, at_ms: int) -> dict[str, int]:
+        before = dict(services.counter.totals())
+        [outcome] = await poll(on, clock_ms=lambda: at_ms)
+        assert outcome.action == "idle"
+        return {k: n - before.get(k, 0) for k, n in services.counter.totals().items() if n != before.get(k, 0)}
+
+    assert (await tick(services, now_ms)).get("queue.GetQueueMetadata", 0) >= 5, "the first tick reads every lane"
+    for later in (6, 12, 18):
+        spent = await tick(services, now_ms + later * hour_ms)
+        assert spent.get("queue.GetQueueMetadata", 0) == 0, (later, spent)
+    recycled = another_instance(services)
+    spent = await tick(recycled, now_ms + 20 * hour_ms)
+    assert spent.get("queue.GetQueueMetadata", 0) == 0, f"a fresh instance read every lane again: {spent}"
+    assert (await tick(recycled, now_ms + 24 * hour_ms)).get("queue.GetQueueMetadata", 0) >= 5, "a day later"
