@@ -2,12 +2,13 @@
 redelivery and dead-lettering after MaxDeliveryCount, and a `Publisher` the app's code publishes through.
 
 Modelled: immediate and scheduled sends (a sequence number for each scheduled one), cancelling a scheduled
-message (refused once it is enqueued, as the service refuses it), competing receivers that each take one
-message at a time (host.json `maxConcurrentCalls` 1, `prefetchCount` 0), a lock held while the function
-runs (the host renews it) and lost with the instance that held it (redelivered once the lock duration
-passes), `abandon` on a function's exception, dead-lettering once the delivery count passes
-`MAX_DELIVERY_COUNT`. Faults: the namespace away for a span (sends and cancels fail after part of the
-publish timeout, nothing is delivered), a sent message lost, duplicated or delayed.
+message (refused once its time has come, delivered or not, and for a number never issued, as the service
+refuses it), competing receivers that each take one message at a time (host.json `maxConcurrentCalls` 1,
+`prefetchCount` 0), a lock held while the function runs (the host renews it) and lost with the instance that
+held it (redelivered once the lock duration passes), `abandon` on a function's exception, dead-lettering
+once the delivery count passes `MAX_DELIVERY_COUNT`. Faults: the namespace away for a span (sends and
+cancels fail after part of the publish timeout, nothing is delivered), a sent message lost, duplicated or
+delayed.
 
 Not modelled: sessions, duplicate detection, TTL expiry (the app's events never expire before they are
 delivered), message size limits, the AMQP link and its errors (the real publisher's own handling of them is
@@ -35,7 +36,7 @@ class Delivery:
     sequence: int
     body: bytes
     available_s: float
-    scheduled: bool
+    scheduled_s: float | None  # when a scheduled message is due (None: sent now)
     delivery_count: int = 0
     holder: object | None = None
     locked_until_s: float = 0.0
@@ -75,22 +76,21 @@ class Broker:
             return sequence
         latency = self.rng.uniform(0.002, 0.03) + self.rng.uniform(0, self.weather.delay_s)
         available = max(self.now(), at_s or 0.0) + latency
-        self.messages.append(Delivery(sequence, body, available, at_s is not None))
+        self.messages.append(Delivery(sequence, body, available, at_s))
         if self.rng.random() < self.weather.duplicate:
             self.duplicated += 1
-            self.messages.append(Delivery(sequence, body, available + self.rng.uniform(0, 2), at_s is not None))
+            self.messages.append(Delivery(sequence, body, available + self.rng.uniform(0, 2), at_s))
         self._notify()
         return sequence
 
     def cancel(self, sequence: int) -> None:
         now = self.now()
         for m in self.messages:
-            if m.sequence == sequence and m.scheduled and m.available_s > now and m.delivery_count == 0:
+            if m.sequence == sequence and m.scheduled_s is not None and m.scheduled_s > now and m.delivery_count == 0:
                 self.messages.remove(m)
                 return
-        if any(m.sequence == sequence for m in self.messages) or sequence <= self._sequence:
-            # Enqueued already (or delivered, or lost): the service answers MessageNotFound.
-            raise TriggerUnavailable(f"cancel scheduled event {sequence}: MessageNotFound")
+        # Due already (delivered or not), cancelled, lost or never issued: the service answers MessageNotFound.
+        raise TriggerUnavailable(f"cancel scheduled event {sequence}: MessageNotFound")
 
     async def take(self, holder: object) -> Delivery:
         """The next deliverable message, locked for `holder` (waits for one)."""
