@@ -2,12 +2,13 @@
 redelivery and dead-lettering after MaxDeliveryCount, and a `Publisher` the app's code publishes through.
 
 Modelled: immediate and scheduled sends (a sequence number for each scheduled one), cancelling a scheduled
-message (refused once it is enqueued, as the service refuses it), competing receivers that each take one
-message at a time (host.json `maxConcurrentCalls` 1, `prefetchCount` 0), a lock held while the function
-runs (the host renews it) and lost with the instance that held it (redelivered once the lock duration
-passes), `abandon` on a function's exception, dead-lettering once the delivery count passes
-`MAX_DELIVERY_COUNT`. Faults: the namespace away for a span (sends and cancels fail after part of the
-publish timeout, nothing is delivered), a sent message lost, duplicated or delayed.
+message (refused once its time has come, delivered or not, and for a number never issued, as the service
+refuses it), competing receivers that each take one message at a time (host.json `maxConcurrentCalls` 1,
+`prefetchCount` 0), a lock held while the function runs (the host renews it) and lost with the instance that
+held it (redelivered once the lock duration passes), `abandon` on a function's exception, dead-lettering at
+the abandon or lock expiry that ends the `MAX_DELIVERY_COUNT`th delivery. Faults: the namespace away for a
+span (sends and cancels fail after part of the publish timeout, nothing is delivered), a sent message lost,
+duplicated or delayed.
 
 Not modelled: sessions, duplicate detection, TTL expiry (the app's events never expire before they are
 delivered), message size limits, the AMQP link and its errors (the real publisher's own handling of them is
@@ -35,7 +36,7 @@ class Delivery:
     sequence: int
     body: bytes
     available_s: float
-    scheduled: bool
+    scheduled_s: float | None  # when a scheduled message is due (None: sent now)
     delivery_count: int = 0
     holder: object | None = None
     locked_until_s: float = 0.0
@@ -75,41 +76,33 @@ class Broker:
             return sequence
         latency = self.rng.uniform(0.002, 0.03) + self.rng.uniform(0, self.weather.delay_s)
         available = max(self.now(), at_s or 0.0) + latency
-        self.messages.append(Delivery(sequence, body, available, at_s is not None))
+        self.messages.append(Delivery(sequence, body, available, at_s))
         if self.rng.random() < self.weather.duplicate:
             self.duplicated += 1
-            self.messages.append(Delivery(sequence, body, available + self.rng.uniform(0, 2), at_s is not None))
+            self.messages.append(Delivery(sequence, body, available + self.rng.uniform(0, 2), at_s))
         self._notify()
         return sequence
 
     def cancel(self, sequence: int) -> None:
         now = self.now()
         for m in self.messages:
-            if m.sequence == sequence and m.scheduled and m.available_s > now and m.delivery_count == 0:
+            if m.sequence == sequence and m.scheduled_s is not None and m.scheduled_s > now and m.delivery_count == 0:
                 self.messages.remove(m)
                 return
-        if any(m.sequence == sequence for m in self.messages) or sequence <= self._sequence:
-            # Enqueued already (or delivered, or lost): the service answers MessageNotFound.
-            raise TriggerUnavailable(f"cancel scheduled event {sequence}: MessageNotFound")
+        # Due already (delivered or not), cancelled, lost or never issued: the service answers MessageNotFound.
+        raise TriggerUnavailable(f"cancel scheduled event {sequence}: MessageNotFound")
 
     async def take(self, holder: object) -> Delivery:
         """The next deliverable message, locked for `holder` (waits for one)."""
         while True:
             now = self.now()
+            self._dead_letter_expired(now)
             if not self.weather.down():
                 for m in self.messages:
                     if m.available_s <= now and (m.holder is None or m.locked_until_s <= now):
                         m.delivery_count += 1
-                        if m.delivery_count > MAX_DELIVERY_COUNT:
-                            self.messages.remove(m)
-                            self.dead.append(m)
-                            break
                         m.holder, m.locked_until_s = holder, now + 1e9  # renewed by the host while it runs
                         return m
-                else:
-                    m = None
-                if m is not None:
-                    continue
             waits = [m.available_s if m.holder is None else m.locked_until_s for m in self.messages]
             later = [w - now for w in waits if w > now]
             timeout = min([*later, 1.0]) if not self.weather.down() else 0.5
@@ -126,7 +119,25 @@ class Broker:
 
     def abandon(self, delivery: Delivery) -> None:
         delivery.holder, delivery.locked_until_s = None, 0.0
+        if delivery.delivery_count >= MAX_DELIVERY_COUNT:
+            self._dead_letter(delivery)
         self._notify()
+
+    def dead_letters(self) -> list[Delivery]:
+        """The dead-letter queue, with every lock expired by now applied."""
+        self._dead_letter_expired(self.now())
+        return self.dead
+
+    def _dead_letter_expired(self, now: float) -> None:
+        # The service dead-letters a message at the abandon or lock expiry that ends its last allowed delivery.
+        for m in list(self.messages):
+            if m.holder is not None and m.locked_until_s <= now and m.delivery_count >= MAX_DELIVERY_COUNT:
+                self._dead_letter(m)
+
+    def _dead_letter(self, delivery: Delivery) -> None:
+        if delivery in self.messages:
+            self.messages.remove(delivery)
+            self.dead.append(delivery)
 
     def holder_lost(self, holder: object) -> None:
         """The instance holding these locks died: each message returns when its lock would have expired."""
