@@ -58,7 +58,9 @@ class Wakeups:
         self._rate_warned = False
 
     def attach(self, state: ContainerClient, lanes: Callable[[], list[str]]) -> None:
-        """`lanes`: the names of the queue's lanes as the drainer knows them now."""
+        """`lanes`: the names of the queue's lanes that may hold messages, as the drainer knows them now (not
+        those recorded quiet at their current mark: with 1,000 tenants a scale-out check read every lane, 1,001
+        reads every 5 s while a backlog drained)."""
         self.state, self._lanes = state, lanes
 
     def new_session(self) -> None:
@@ -132,7 +134,7 @@ class Wakeups:
         return settings.max_drainers_per_queue if fed is None else min(fed, settings.max_drainers_per_queue)
 
     async def _depth(self) -> int:
-        """The backlog of every lane together (one read per lane)."""
+        """The backlog of every lane that may hold messages together (one read each)."""
         return sum([await lane_queues.depth(self.s, name) for name in self._lanes()])
 
     # -- the watchdog ----------------------------------------------------------------------------------------------
