@@ -26,7 +26,7 @@ from shared.core.errors import HandlerError, MalformedEnvelope, NotRun, Overload
 from shared.engine.limits import HandlerLimits
 from shared.handlers import ChunkContext, ChunkResult, ItemOutcome, checked, is_async
 from shared.services import Services
-from shared.store import ended
+from shared.store import batch_index, ended
 from shared.store.received import Received, epoch_ms, utcnow
 from shared.store.result_store import list_entries
 from shared.store.storage import read_bytes, read_json
@@ -44,6 +44,7 @@ class ChunkWork:
         self.s, self.settings, self.batches, self.clock = services, services.settings, batches, clock
         self.queue = queue  # for the metrics' attributes
         self._manifest_reads: dict[str, asyncio.Future[Manifest]] = {}
+        self._index_writes: dict[str, asyncio.Future[None]] = {}
         self._linked: set[str] = set()  # batches the drain session's span links to
         self.limits: HandlerLimits | None = None  # the session's share of the app-wide handler limits
         # batch id -> accepted epoch ms, for batches taken as committed from their lane's mark (no manifest read)
@@ -85,6 +86,7 @@ class ChunkWork:
         manifest = await self._manifest(header.batch_id)
         verdict = admit(manifest, header.attempt, now=utcnow(), staging_ttl_s=self.settings.staging_ttl_s)
         if verdict is Admission.PROCESS:
+            await self._indexed(manifest)
             self.s.committed.put(header.batch_id, manifest.attempt, now=self.clock())
             if header.chunk == 0 and header.gen == 0 and manifest.accepted_at is not None:
                 self._woke(datetime.fromisoformat(manifest.accepted_at))
@@ -94,6 +96,27 @@ class ChunkWork:
         """A batch's first chunk is being handled: how long after its acceptance (the wake latency metric)."""
         waited = utcnow() - accepted_at
         metrics.WAKE_LATENCY.record(max(0.0, waited.total_seconds() * 1000), {"queue": self.queue})
+
+    async def _indexed(self, manifest: Manifest) -> None:
+        """A committed batch admitted by its manifest: no lane mark named it, so its submit may have died, or its
+        index write failed, after the commit (a submit names its batch in its marks only once it is indexed). Write
+        its index entry (`shared.store.batch_index`: the same blob whoever writes it): one PutBlob for all the
+        chunks that ask together, once per batch per process while the committed attempt is remembered. Raises
+        StorageError like a failed manifest read: the chunk is left for redelivery, so no chunk of a batch is
+        handled before the batch is listed."""
+        batch_id = manifest.batch_id
+        pending = self._index_writes.get(batch_id)
+        if pending is None:
+            pending = asyncio.ensure_future(batch_index.write(self.batches, manifest))
+            self._index_writes[batch_id] = pending
+
+            def written(done: asyncio.Future[None]) -> None:
+                self._index_writes.pop(batch_id, None)
+                if not done.cancelled():
+                    done.exception()  # retrieved here too: the chunks that asked may all have been cancelled
+
+            pending.add_done_callback(written)
+        await asyncio.shield(pending)
 
     async def _manifest(self, batch_id: str) -> Manifest:
         """One read for all the chunks of a batch that arrive together (a staging manifest is read again later)."""

@@ -1,8 +1,8 @@
 """The marks a submit leaves on its lanes (`shared.engine.lane_queues`), and the tenant cap it checks first.
 
 A lane's mark moves before any chunk is stored (so a lane a drainer recorded quiet is looked at again, whatever
-happens to the submit after) and again after the commit, naming the committed batch (so a drainer admits its
-first chunk with no manifest read). A tenant new to the app is refused past MAX_TENANTS.
+happens to the submit after) and again after the commit and the index write, naming the committed batch (so a
+drainer admits its first chunk with no manifest read). A tenant new to the app is refused past MAX_TENANTS.
 """
 
 from __future__ import annotations
@@ -46,11 +46,13 @@ async def premark_lanes(services: Services, lanes: Sequence[str], tenant: str) -
 
 
 async def mark_lanes(
-    services: Services, lanes: Sequence[str], committed: tuple[str, str], accepted_ms: int, tenant: str
+    services: Services, lanes: Sequence[str], committed: tuple[str, str] | None, accepted_ms: int, tenant: str
 ) -> None:
     """After the commit (a chunk taken before it would only be put back): a drainer that found a lane empty
-    takes it again when it sees the mark move. Best effort: the mark before storing already moved, so a
-    drainer looking at the lane admits the batch after reading its manifest."""
+    takes it again when it sees the mark move. `committed`: the batch and attempt, once the batch is indexed
+    (None if its index write failed: a drainer then admits it by its manifest, and indexes it). Best effort: the
+    mark before storing already moved, so a drainer looking at the lane admits the batch after reading its
+    manifest."""
     try:
         await asyncio.gather(
             *(lane_queues.mark(services, name, committed, accepted_ms, tenant=tenant) for name in lanes)

@@ -1,9 +1,10 @@
 """Accept a batch: validate, cut into chunks, store (manifest, claim checks, queue messages), ring the doorbell.
 
 Order: the manifest is written first (staging), then claim-check blobs and queue messages in parallel,
-then the manifest is committed (accepted), then one trigger event per queue goes to Service Bus. If
-Service Bus cannot be reached the batch is still accepted: it is durable in the queue and the fallback
-poller will find it.
+then the manifest is committed (accepted), then the batch is indexed and its lanes marked, then one trigger
+event per queue goes to Service Bus. If Service Bus cannot be reached the batch is still accepted: it is
+durable in the queue and the fallback poller will find it. If the submit dies after the commit, the drainer
+that admits the batch indexes it (`shared.store.batch_index`).
 """
 
 from __future__ import annotations
@@ -217,9 +218,13 @@ async def _submit(
     except PreconditionFailed:
         # Our own commit may have landed with its answer lost (the client's retry then meets its new ETag).
         etag = await _own_commit(container, manifest)
-    await batch_index.record(container, manifest.accepted(accepted_at))
+    # The index entry, then the marks that name the batch: a drainer takes a batch a mark names as committed with
+    # no manifest read, so a mark names only an indexed batch; one that admits a batch by its manifest indexes it
+    # (the same blob), which heals a submit that died, or whose index write failed, after the commit.
+    indexed = await batch_index.record(container, manifest.accepted(accepted_at))
     accepted_ms = int(accepted_at.timestamp() * 1000)
-    await mark_lanes(services, sorted(set(lanes)), (batch_id, manifest.attempt), accepted_ms, tenant)
+    committed = (batch_id, manifest.attempt) if indexed else None
+    await mark_lanes(services, sorted(set(lanes)), committed, accepted_ms, tenant)
     trigger = await ring(services, manifest, intake.encoded_bytes, options.not_before)
     manifest = manifest.accepted(accepted_at, trigger)
     # Only a deferral costs a second write; a manifest without `trigger` was announced.

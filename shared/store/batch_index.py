@@ -3,8 +3,14 @@
 Batch ids are random (or derived from an Idempotency-Key), so listing the manifests is not time-ordered.
 Each accepted batch gets `index/{inverted accepted time}-{batch id}` in the batches container: names sort
 newest first, so one listing page of the index is one page of recent batches, and the blob's metadata
-carries the counts, so that page needs no reads. Cost: one PutBlob per accepted batch (again on a keyed
-retry that finds its batch accepted, which closes the gap a crash between commit and index would leave).
+carries the counts, so that page needs no reads. Only an accepted manifest is indexed, so the list never
+shows a batch that was not accepted.
+
+Cost: one PutBlob per accepted batch, by its submit after the commit. The name and metadata come from the
+committed manifest alone, so whoever writes them again writes the same blob. That closes the gap a submit
+leaves when it dies (or its write fails) between the commit and the index: its keyed retry writes it again,
+and so does a drainer that admits the batch by reading its manifest (`shared.engine.chunks`), since a submit
+names its batch in its lanes' marks only once it is indexed.
 """
 
 from __future__ import annotations
@@ -91,18 +97,24 @@ def decode_token(token: str) -> str:
     return token
 
 
-async def record(container: ContainerClient, manifest: Manifest) -> bool:
-    """Index an accepted batch (one PutBlob, empty, its counts in metadata; the same name if written again).
-
-    The index is a view, not the data: the batch is already accepted, so a failed write is logged and the
-    submission goes on (the batch is then missing from the list, never from storage or from its status route)."""
+async def write(container: ContainerClient, manifest: Manifest) -> None:
+    """Index an accepted batch: one PutBlob, empty, its counts in metadata; the same blob whoever writes it, and
+    however often. Raises StorageError."""
     assert manifest.accepted_at is not None, "only an accepted batch is indexed"
     name = blob_name(manifest.batch_id, datetime.fromisoformat(manifest.accepted_at))
+    async with translated(f"index batch {manifest.batch_id}"):
+        await container.get_blob_client(name).upload_blob(b"", overwrite=True, metadata=metadata(manifest))
+
+
+async def record(container: ContainerClient, manifest: Manifest) -> bool:
+    """`write`, for a submit: the index is a view, not the data, and the batch is already accepted, so a failed
+    write is logged and the submission goes on. Its lanes' marks then leave the batch unnamed, so the drainer
+    that admits it reads its manifest and writes the entry (until then it is missing from the list, never from
+    storage or its status route)."""
     try:
-        async with translated(f"index batch {manifest.batch_id}"):
-            await container.get_blob_client(name).upload_blob(b"", overwrite=True, metadata=metadata(manifest))
+        await write(container, manifest)
     except StorageError as e:
-        log.warning("batch %s accepted but not indexed (it is missing from the batch list): %s", manifest.batch_id, e)
+        log.warning("batch %s accepted but not indexed yet (its drainer indexes it): %s", manifest.batch_id, e)
         return False
     return True
 
