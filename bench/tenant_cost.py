@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-# Transactions per empty lane per hour the target allows: "nothing", less than one transaction a day per lane.
+# Transactions per empty lane per hour the target allows: "nothing", at most one transaction a day per lane (the
+# timer's daily thorough look reads each lane's depth once).
 LANE_TARGET_PER_HOUR = 1 / 24
 
 
@@ -42,5 +43,5 @@ def verdict(name: str, by_lanes: Mapping[int, float], bound: float = LANE_TARGET
         "target": f"an empty lane costs nothing {name}: at most {bound:.3g} transactions per lane per hour",
         "figure": slope,
         "bound": bound,
-        "met": slope is not None and slope <= bound,
+        "met": slope is not None and slope <= bound * (1 + 1e-9),  # one read a day is the bound, not past it
     }
