@@ -177,6 +177,52 @@ async def test_a_tenant_arriving_mid_drain_is_found_by_the_running_drainer(confi
     assert done_at[small] - submitted_at < 1.5
 
 
+@pytest.mark.slow
+async def test_a_tenants_next_batch_gets_its_own_express_page_while_its_last_is_in_the_handler(configure) -> None:
+    """A listing that found a lane marked again while that lane's express page was still open (its chunk in the
+    handler) used to leave the new batch to the receivers, which came round to it only after their pages: here
+    never, as their page cannot finish."""
+    services = configure(HANDLER=RECORD, CHUNK_MAX_ITEMS="1", CHUNK_CONCURRENCY="2", RECEIVERS="1")
+    services.publisher = RecordingPublisher()
+    big = await submit_to(services, "a", 60, tenant="acme")
+    drainer = Drainer(services, services.settings.work_queue)
+    page_stuck, first_in_handler, second_handled = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    release, second_listed = asyncio.Event(), asyncio.Event()
+    first = ""
+    woke = drainer.lanes._woke
+
+    def noting(woken: list[str], mid_drain: bool) -> None:
+        if first_in_handler.is_set() and any("bolt" in lane for lane in woken):
+            second_listed.set()  # the only mark bolt's lane gets after its first batch's is the second's
+        woke(woken, mid_drain)
+
+    drainer.lanes._woke = noting
+
+    async def hook(context: ChunkContext) -> None:
+        if context.batch_id == big:
+            if not page_stuck.is_set():  # acme's first chunk holds a place: the receiver's page never ends
+                page_stuck.set()
+                await release.wait()
+        elif context.batch_id == first:
+            first_in_handler.set()
+            await second_listed.wait()  # still in the handler (its express page open) when a listing finds it
+        else:
+            second_handled.set()
+
+    handlers.on_chunk.append(hook)
+    drain = asyncio.create_task(drainer.run())
+    try:
+        await asyncio.wait_for(page_stuck.wait(), 30)
+        first = await submit_to(services, "b", 1, tenant="bolt")
+        await asyncio.wait_for(first_in_handler.wait(), 30)
+        await submit_to(services, "c", 1, tenant="bolt")
+        await asyncio.wait_for(second_handled.wait(), 30)
+    finally:
+        release.set()
+        report = await drain
+    assert report.chunks_done == 62
+
+
 async def test_high_priority_chunks_overtake_waiting_normal_ones_without_starving_them(configure) -> None:
     services = configure(HANDLER=RECORD, CHUNK_MAX_ITEMS="1", CHUNK_CONCURRENCY="1", RECEIVERS="1", RECEIVE_BATCH="4")
     services.publisher = RecordingPublisher()
