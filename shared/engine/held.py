@@ -74,6 +74,7 @@ class HeldMessages:
         """Decode, admit and run the handler holding a slot (CHUNK_CONCURRENCY); settle after releasing it,
         so storage round trips never keep another chunk from its handler."""
         async with self._slots.place(item.queue.queue_name):
+            self.lanes.started += 1
             if placed is not None:
                 placed()
             worked = await self._admit_and_work(item)

@@ -16,6 +16,7 @@ from shared import api
 from shared.core import lanes
 from shared.core.lanes import HIGH_BURST, Lane, LaneOrder, Priority
 from shared.engine.drainer import Drainer
+from shared.engine.lane_watch import LANE_POLL_MESSAGES, LANE_POLL_S, LaneWatch
 from shared.handlers import ChunkContext
 from shared.intake.submit import submit
 from shared.ops.reports import read_batch_status, read_queue_status
@@ -120,6 +121,41 @@ def test_mid_drain_a_new_lane_waits_for_its_submits_mark() -> None:
     assert order.next(1) == "q"  # b's submit has not committed: its chunks would only be put back
     assert order.listed(listing(Lane("q", "b"), stamp="m1"), now=2, mid_drain=True) == ["q-t-b"]
     assert order.next(2) == "q-t-b"
+
+
+def test_mid_drain_a_mark_before_storing_that_follows_another_wakes_the_lane() -> None:
+    """Submits overlapping: the first one's commit mark may have come and gone between two listings, overwritten
+    by the next one's mark before storing, while its chunks wait in the lane. It used to wait recheck_s."""
+    order = LaneOrder(recheck_s=5)
+    b = Lane("q", "b")
+    assert order.listed(listing(Lane("q"), b, stamp="m1"), now=0, mid_drain=True) == ["q", "q-t-b"]
+    order.emptied("q", now=0)
+    order.emptied("q-t-b", now=0)
+    first = lanes.mark_text(1, "n1", storing=True)
+    assert order.listed(listing(b, stamp=first), now=1, mid_drain=True) == []  # a submit storing: not yet
+    second = lanes.mark_text(2, "n2", storing=True)
+    assert order.listed(listing(b, stamp=second), now=2, mid_drain=True) == ["q-t-b"]
+    assert order.next(2) == "q-t-b"
+
+
+def test_the_lane_watch_counts_chunks_as_they_start_not_as_their_results_return() -> None:
+    """A listing is due once LANE_POLL_MESSAGES chunks started since the last: chunks end in bursts (their
+    results go out in group commits), so counting ends left a newcomer's lane unlisted for up to a second."""
+    now = [0.0]
+    watch = LaneWatch(
+        None,  # type: ignore[arg-type]  # nothing here touches storage
+        "q",
+        LaneOrder(),
+        lambda: now[0],
+        committed=lambda *_: None,
+        woke=lambda *_: None,
+        mid_drain=lambda: True,
+    )
+    watch.listed_at = 0.0
+    now[0] = LANE_POLL_S
+    assert not watch.due()
+    watch.started += LANE_POLL_MESSAGES  # none of them has ended yet
+    assert watch.due()
 
 
 # -- on the real stack ----------------------------------------------------------------------------------------------
