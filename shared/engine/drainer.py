@@ -84,7 +84,8 @@ class Drainer(HeldMessages):
             services, queue, self.order, clock, committed=self._committed, woke=self._woke, mid_drain=self._mid_drain
         )
         self._lease: DrainLease | None = None  # while a session's receivers run
-        self._receivers: set[asyncio.Task[str]] = set()
+        self._receivers: set[asyncio.Task[str]] = set()  # receive loops and express pages
+        self._loops = 0  # receive loops running
         self.quiet: dict[str, str] = {}  # the partition's quiet record, as this session read it
         self._quiet_read: tuple[dict[str, str], str | None] = ({}, None)  # and its ETag
         self._held = 0  # messages received and not yet handled
@@ -246,9 +247,17 @@ class Drainer(HeldMessages):
             self.chunks.limits = limits
 
     def _spawn_receiver(self, lease: DrainLease) -> None:
-        n = len(self._receivers)
-        task = asyncio.create_task(self._receive_loop(lease), name=f"receiver {self.queue_name}/{self.slot}/{n}")
-        self._receivers.add(task)
+        self._loops += 1
+        name = f"receiver {self.queue_name}/{self.slot}/{self._loops}"
+        self._receivers.add(asyncio.create_task(self._counted_loop(lease), name=name))
+
+    async def _counted_loop(self, lease: DrainLease) -> str:
+        """A receive loop, counted while it runs: receivers grow up to RECEIVERS loops, whatever express pages (in
+        `_receivers` too, until the session's wait collects them) have come and gone meanwhile."""
+        try:
+            return await self._receive_loop(lease)
+        finally:
+            self._loops -= 1
 
     async def _receive_loop(self, lease: DrainLease) -> str:
         """Receive pages until one comes back empty ('empty'), or out of time or lease ('more'), or storage
@@ -290,7 +299,7 @@ class Drainer(HeldMessages):
             if len(page) == self.settings.receive_batch:
                 # Grow only while the handlers keep up: a receiver whose page would wait for a chunk slot
                 # only hides messages that another instance's drainer could be working on.
-                if len(self._receivers) < self.settings.receivers and not self._slots.locked():
+                if self._loops < self.settings.receivers and not self._slots.locked():
                     self._spawn_receiver(lease)
                 await self.wakeups.maybe_scale_out()
             await asyncio.gather(*(self._handle(item) for item in page))
