@@ -151,6 +151,9 @@ class LaneOrder:
                 if not waits:
                     woken.append(name)
             elif stamp != state.stamp:  # a submit since the last listing, whether or not the lane was due
+                # Submits overlapping: a mark before storing that follows another may hide the first submit's
+                # commit mark, come and gone between two listings, and its chunks wait in the lane: due now.
+                waits = waits and not storing(state.stamp)
                 state.stamp = stamp
                 state.due_at = min(state.due_at, now + self.recheck_s) if waits else 0.0
                 state.came_back_empty = False

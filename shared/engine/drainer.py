@@ -84,11 +84,15 @@ class Drainer(HeldMessages):
             services, queue, self.order, clock, committed=self._committed, woke=self._woke, mid_drain=self._mid_drain
         )
         self._lease: DrainLease | None = None  # while a session's receivers run
-        self._receivers: set[asyncio.Task[str]] = set()
+        self._receivers: set[asyncio.Task[str]] = set()  # receive loops and express pages
+        self._loops = 0  # receive loops running
         self.quiet: dict[str, str] = {}  # the partition's quiet record, as this session read it
         self._quiet_read: tuple[dict[str, str], str | None] = ({}, None)  # and its ETag
         self._held = 0  # messages received and not yet handled
-        self._express_open: set[str] = set()  # lanes with an express page being received or handled
+        # Lanes with an express page being received or waiting for places (its own token: a page whose chunks
+        # all have places closes it, and a later page of the lane may be open by the time the first is settled).
+        self._express_open: dict[str, object] = {}
+        self._express_again: set[str] = set()  # lanes a listing found marked again while their page was open
 
     # -- the session -----------------------------------------------------------------------------------------
 
@@ -244,9 +248,17 @@ class Drainer(HeldMessages):
             self.chunks.limits = limits
 
     def _spawn_receiver(self, lease: DrainLease) -> None:
-        n = len(self._receivers)
-        task = asyncio.create_task(self._receive_loop(lease), name=f"receiver {self.queue_name}/{self.slot}/{n}")
-        self._receivers.add(task)
+        self._loops += 1
+        name = f"receiver {self.queue_name}/{self.slot}/{self._loops}"
+        self._receivers.add(asyncio.create_task(self._counted_loop(lease), name=name))
+
+    async def _counted_loop(self, lease: DrainLease) -> str:
+        """A receive loop, counted while it runs: receivers grow up to RECEIVERS loops, whatever express pages (in
+        `_receivers` too, until the session's wait collects them) have come and gone meanwhile."""
+        try:
+            return await self._receive_loop(lease)
+        finally:
+            self._loops -= 1
 
     async def _receive_loop(self, lease: DrainLease) -> str:
         """Receive pages until one comes back empty ('empty'), or out of time or lease ('more'), or storage
@@ -288,7 +300,7 @@ class Drainer(HeldMessages):
             if len(page) == self.settings.receive_batch:
                 # Grow only while the handlers keep up: a receiver whose page would wait for a chunk slot
                 # only hides messages that another instance's drainer could be working on.
-                if len(self._receivers) < self.settings.receivers and not self._slots.locked():
+                if self._loops < self.settings.receivers and not self._slots.locked():
                     self._spawn_receiver(lease)
                 await self.wakeups.maybe_scale_out()
             await asyncio.gather(*(self._handle(item) for item in page))
@@ -348,16 +360,36 @@ class Drainer(HeldMessages):
         if mid_drain and lease is not None:
             log.info("lanes of %s with new work: %s", self.queue_name, ", ".join(woken))
             for lane in woken:  # now, not after the pages every receiver has in hand
-                room = self.hold_max() - self._held
-                # At most one express page per lane at a time, within what the receivers leave of hold_max, in
-                # the lanes' order (HIGH_BURST); a lane not taken here stays due for the receivers.
-                if lane in self._express_open or room <= 0 or not self.order.may_take(lane, self.clock()):
+                if lane in self._express_open:
+                    # Its next page as soon as this one's chunks have places: a receive already under way may
+                    # have missed the new work, and the receivers would come round to it only after their pages.
+                    self._express_again.add(lane)
                     continue
-                self._express_open.add(lane)
-                task = asyncio.create_task(self._express(lease, lane, room), name=f"express {lane}/{self.slot}")
-                self._receivers.add(task)
+                self._start_express(lease, lane)
 
-    async def _express(self, lease: DrainLease, lane: str, room: int) -> str:
+    def _start_express(self, lease: DrainLease, lane: str) -> None:
+        """At most one express page per lane waiting for places at a time, within what the receivers leave of
+        hold_max, in the lanes' order (HIGH_BURST); a lane not taken here stays due for the receivers."""
+        room = self.hold_max() - self._held
+        if room <= 0 or not self.order.may_take(lane, self.clock()):
+            return
+        token = self._express_open[lane] = object()
+        task = asyncio.create_task(self._express(lease, lane, room, token), name=f"express {lane}/{self.slot}")
+        self._receivers.add(task)
+
+    def _express_placed(self, lane: str, token: object) -> None:
+        """The express page `token` of `lane` has its chunks placed (or ended): the lane's next may start, and does
+        at once if a listing found it marked again meanwhile."""
+        if self._express_open.get(lane) is not token:
+            return
+        del self._express_open[lane]
+        lease = self._lease
+        if lane in self._express_again:
+            self._express_again.discard(lane)
+            if lease is not None and not lease.lost.is_set():
+                self._start_express(lease, lane)
+
+    async def _express(self, lease: DrainLease, lane: str, room: int, token: object) -> str:
         """One page from a lane a listing found with new work while the receivers are busy with their pages: a
         small tenant's batch waits for a listing, not for the pages another tenant's receivers hold."""
         try:
@@ -377,7 +409,15 @@ class Drainer(HeldMessages):
             if not page:
                 return "empty"
             self.order.gave(lane)
-            await asyncio.gather(*(self._handle(item) for item in page))
+            waiting = len(page)
+
+            def placed() -> None:
+                nonlocal waiting
+                waiting -= 1
+                if waiting == 0:
+                    self._express_placed(lane, token)
+
+            await asyncio.gather(*(self._handle(item, placed) for item in page))
             return "more" if full else "empty"
         finally:
-            self._express_open.discard(lane)
+            self._express_placed(lane, token)

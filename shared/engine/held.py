@@ -47,12 +47,13 @@ class HeldMessages:
     _slots: FairSlots
     _held: int  # messages received and not yet handled
 
-    async def _handle(self, item: Received) -> None:
-        """Process one message, keeping it invisible while it waits and works; never raise."""
+    async def _handle(self, item: Received, placed: Callable[[], None] | None = None) -> None:
+        """Process one message, keeping it invisible while it waits and works; never raise. `placed()` is called
+        once its chunk has a place (`FairSlots`), before its handler is."""
         try:
             await keeping_invisible(
                 item,
-                self._process(item),
+                self._process(item, placed),
                 visibility_s=self.settings.visibility_timeout_s,
                 clock=self.clock,
                 extended=self.wakeups.note_visible,
@@ -69,10 +70,13 @@ class HeldMessages:
             self.lanes.handled += 1
             self._held -= 1
 
-    async def _process(self, item: Received) -> None:
+    async def _process(self, item: Received, placed: Callable[[], None] | None = None) -> None:
         """Decode, admit and run the handler holding a slot (CHUNK_CONCURRENCY); settle after releasing it,
         so storage round trips never keep another chunk from its handler."""
         async with self._slots.place(item.queue.queue_name):
+            self.lanes.started += 1
+            if placed is not None:
+                placed()
             worked = await self._admit_and_work(item)
         if worked is not None:
             await self.settler.settle(item, *worked)

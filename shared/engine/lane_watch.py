@@ -44,8 +44,11 @@ class LaneWatch:
         self.s, self.queue_name, self.order, self.clock = services, queue, order, clock
         self._committed, self._woke, self._mid_drain = committed, woke, mid_drain
         self.listed_at = -math.inf
-        self.handled = 0  # messages whose handling ended (pages arrive 32 at a time; these one by one)
-        self._handled_at_listing = 0
+        self.handled = 0  # messages whose handling ended
+        # Messages whose chunk took a place (pages arrive 32 at a time; these one by one, as places come free,
+        # while chunks end in bursts, as their results' group commits return).
+        self.started = 0
+        self._started_at_listing = 0
         self._listing: asyncio.Task[None] | None = None
 
     def recently_listed(self) -> bool:
@@ -53,11 +56,11 @@ class LaneWatch:
 
     def due(self) -> bool:
         """List the lanes again at most every LANE_POLL_S, and at most once per LANE_POLL_MESSAGES messages
-        handled unless LANE_POLL_MAX_S has passed: at most one transaction per 4 messages (1,000 items at the
+        started unless LANE_POLL_MAX_S has passed: at most one transaction per 4 messages (1,000 items at the
         default chunk size) while the drain is fast, at least one a second while it is slow."""
         since = self.clock() - self.listed_at
-        received = self.handled - self._handled_at_listing
-        return since >= LANE_POLL_S and (received >= LANE_POLL_MESSAGES or since >= LANE_POLL_MAX_S)
+        started = self.started - self._started_at_listing
+        return since >= LANE_POLL_S and (started >= LANE_POLL_MESSAGES or since >= LANE_POLL_MAX_S)
 
     async def watch(self) -> None:
         """While the receivers work, list the lanes whenever that is due (`due`): a new tenant's batch is found
@@ -96,7 +99,7 @@ class LaneWatch:
 
     async def list(self) -> None:
         self.listed_at = self.clock()
-        self._handled_at_listing = self.handled
+        self._started_at_listing = self.started
         mid_drain = self._mid_drain()
         found = await lane_queues.listed(self.s, self.queue_name)
         for _, mark in found.values():  # a mark names the batch its submit committed: no manifest read for it

@@ -16,6 +16,7 @@ from shared import api
 from shared.core import lanes
 from shared.core.lanes import HIGH_BURST, Lane, LaneOrder, Priority
 from shared.engine.drainer import Drainer
+from shared.engine.lane_watch import LANE_POLL_MESSAGES, LANE_POLL_S, LaneWatch
 from shared.handlers import ChunkContext
 from shared.intake.submit import submit
 from shared.ops.reports import read_batch_status, read_queue_status
@@ -122,6 +123,41 @@ def test_mid_drain_a_new_lane_waits_for_its_submits_mark() -> None:
     assert order.next(2) == "q-t-b"
 
 
+def test_mid_drain_a_mark_before_storing_that_follows_another_wakes_the_lane() -> None:
+    """Submits overlapping: the first one's commit mark may have come and gone between two listings, overwritten
+    by the next one's mark before storing, while its chunks wait in the lane. It used to wait recheck_s."""
+    order = LaneOrder(recheck_s=5)
+    b = Lane("q", "b")
+    assert order.listed(listing(Lane("q"), b, stamp="m1"), now=0, mid_drain=True) == ["q", "q-t-b"]
+    order.emptied("q", now=0)
+    order.emptied("q-t-b", now=0)
+    first = lanes.mark_text(1, "n1", storing=True)
+    assert order.listed(listing(b, stamp=first), now=1, mid_drain=True) == []  # a submit storing: not yet
+    second = lanes.mark_text(2, "n2", storing=True)
+    assert order.listed(listing(b, stamp=second), now=2, mid_drain=True) == ["q-t-b"]
+    assert order.next(2) == "q-t-b"
+
+
+def test_the_lane_watch_counts_chunks_as_they_start_not_as_their_results_return() -> None:
+    """A listing is due once LANE_POLL_MESSAGES chunks started since the last: chunks end in bursts (their
+    results go out in group commits), so counting ends left a newcomer's lane unlisted for up to a second."""
+    now = [0.0]
+    watch = LaneWatch(
+        None,  # type: ignore[arg-type]  # nothing here touches storage
+        "q",
+        LaneOrder(),
+        lambda: now[0],
+        committed=lambda *_: None,
+        woke=lambda *_: None,
+        mid_drain=lambda: True,
+    )
+    watch.listed_at = 0.0
+    now[0] = LANE_POLL_S
+    assert not watch.due()
+    watch.started += LANE_POLL_MESSAGES  # none of them has ended yet
+    assert watch.due()
+
+
 # -- on the real stack ----------------------------------------------------------------------------------------------
 
 
@@ -175,6 +211,52 @@ async def test_a_tenant_arriving_mid_drain_is_found_by_the_running_drainer(confi
     position = seen.index(small)
     assert position < len(seen) - 100, f"taken at {position} of {len(seen)}: it waited for the backlog"
     assert done_at[small] - submitted_at < 1.5
+
+
+@pytest.mark.slow
+async def test_a_tenants_next_batch_gets_its_own_express_page_while_its_last_is_in_the_handler(configure) -> None:
+    """A listing that found a lane marked again while that lane's express page was still open (its chunk in the
+    handler) used to leave the new batch to the receivers, which came round to it only after their pages: here
+    never, as their page cannot finish."""
+    services = configure(HANDLER=RECORD, CHUNK_MAX_ITEMS="1", CHUNK_CONCURRENCY="2", RECEIVERS="1")
+    services.publisher = RecordingPublisher()
+    big = await submit_to(services, "a", 60, tenant="acme")
+    drainer = Drainer(services, services.settings.work_queue)
+    page_stuck, first_in_handler, second_handled = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    release, second_listed = asyncio.Event(), asyncio.Event()
+    first = ""
+    woke = drainer.lanes._woke
+
+    def noting(woken: list[str], mid_drain: bool) -> None:
+        if first_in_handler.is_set() and any("bolt" in lane for lane in woken):
+            second_listed.set()  # the only mark bolt's lane gets after its first batch's is the second's
+        woke(woken, mid_drain)
+
+    drainer.lanes._woke = noting
+
+    async def hook(context: ChunkContext) -> None:
+        if context.batch_id == big:
+            if not page_stuck.is_set():  # acme's first chunk holds a place: the receiver's page never ends
+                page_stuck.set()
+                await release.wait()
+        elif context.batch_id == first:
+            first_in_handler.set()
+            await second_listed.wait()  # still in the handler (its express page open) when a listing finds it
+        else:
+            second_handled.set()
+
+    handlers.on_chunk.append(hook)
+    drain = asyncio.create_task(drainer.run())
+    try:
+        await asyncio.wait_for(page_stuck.wait(), 30)
+        first = await submit_to(services, "b", 1, tenant="bolt")
+        await asyncio.wait_for(first_in_handler.wait(), 30)
+        await submit_to(services, "c", 1, tenant="bolt")
+        await asyncio.wait_for(second_handled.wait(), 30)
+    finally:
+        release.set()
+        report = await drain
+    assert report.chunks_done == 62
 
 
 async def test_high_priority_chunks_overtake_waiting_normal_ones_without_starving_them(configure) -> None:
