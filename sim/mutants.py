@@ -24,18 +24,24 @@ from typing import Any
 from shared.batch import batches, results
 from shared.batch.batches import Admission, Manifest, State
 from shared.core.errors import IdempotencyConflict, ResourceMissing, StorageError
+from shared.core.events import Reason
 from shared.core.lanes import LaneOrder
-from shared.engine import chunks, drainer, lane_queues, lane_watch, settling, wakeups
+from shared.engine import chunks, drainer, lane_queues, lane_watch, scaling, settling, wakeups
 from shared.engine.drainer import Drainer
 from shared.engine.fair_slots import FairSlots
+from shared.engine.held import HeldMessages
 from shared.engine.limits import HandlerLimits
+from shared.engine.visibility import keeping_invisible
+from shared.engine.wakeups import Wakeups
 from shared.intake import submit
-from shared.ops import lifecycle, progress
+from shared.ops import lifecycle, progress, status
 from shared.store import ended, leases
 from shared.store.leases import DrainLease
 from shared.store.storage import translated
 from shared.watch import fallback, lookout
 from sim.world import run
+
+log = logging.getLogger(__name__)
 
 SEEDS = 300  # a mutant's seed budget unless it names its own (a slow family) or --seeds says
 
@@ -136,6 +142,68 @@ class _Unmatched(Exception):
 @contextmanager
 def _scoped(module: Any, name: str, value: Any) -> Iterator[None]:
     yield from _swap(module, name, value)
+
+
+@contextmanager
+def _watchdog_before_hidden_messages() -> Iterator[None]:
+    """Issue 18 item 2 (8ac5131): the drainer does not track when the messages it hid reappear, so its watchdog
+    may come before them and find nothing, should it die."""
+    yield from _swap(Wakeups, "note_visible", lambda self, at_ms: None)
+
+
+@contextmanager
+def _left_for_redelivery_without_wakeup() -> Iterator[None]:
+    """Issue 18 item 3 (8ac5131): a message left for redelivery by a failed extension or result write gets no
+    retry-due wake-up for when it reappears."""
+
+    async def handle(self: Drainer, item: Any) -> None:
+        try:
+            await keeping_invisible(item, self._process(item), visibility_s=self.settings.visibility_timeout_s,
+                                    clock=self.clock, extended=self.wakeups.note_visible)  # fmt: skip
+        except asyncio.CancelledError:
+            raise
+        except StorageError as e:  # left for redelivery, and nothing scheduled for when it reappears
+            log.warning("chunk message %s left for redelivery: %s", item.message.id, e)
+        except Exception:
+            log.exception("chunk message %s failed unexpectedly", item.message.id)
+        finally:
+            self.lanes.handled += 1
+            self._held -= 1
+
+    yield from _swap(HeldMessages, "_handle", handle)
+
+
+@contextmanager
+def _scale_probe_escapes() -> Iterator[None]:
+    """Issue 18 item 5 (e1e9a7f): a scale-out probe that fails raises out of the receive loop, cutting the chunks
+    of its page off."""
+
+    async def maybe_scale_out(self: Wakeups) -> None:
+        if self.slot != 0 or self.settings.max_drainers_per_queue == 1:
+            return
+        if self.clock() - self._last_scale_check < wakeups.SCALE_CHECK_S:
+            return
+        self._last_scale_check = self.clock()
+        depth = await self._depth()
+        wanted = scaling.drainers_for_depth(depth, per_drainer=self.settings.scale_out_depth,
+                                            maximum=self._most_drainers())  # fmt: skip
+        for slot in range(self._recruited, wanted):
+            await self.publish(Reason.SCALE_OUT, slot=slot)
+        self._recruited = max(self._recruited, wanted)
+
+    yield from _swap(Wakeups, "maybe_scale_out", maybe_scale_out)
+
+
+@contextmanager
+def _status_without_size_clamp() -> Iterator[None]:
+    """Issue 18 item 7 (e89735c): the status route counts a chunk's first generation as recorded, not at most
+    the chunk's size."""
+    settled_counts = status.settled_counts
+
+    def unclamped(entries: Any, chunks: int, sizes: Any = None) -> dict[int, dict[str, int]]:
+        return settled_counts(entries, chunks)
+
+    yield from _swap(status, "settled_counts", unclamped)
 
 
 # ---- issue 13: the look chain --------------------------------------------------------------------------------
@@ -413,6 +481,14 @@ MUTANTS = [
            family="submit"),
     Mutant("refused-submit-not-abandoned", "38c3f86 (issue 12 defects 2, 3)", "a submit answered 503 leaves its "
            "manifest staging, not abandoned", _refused_submit_not_abandoned, family="submit"),
+    Mutant("watchdog-before-hidden-messages", "8ac5131 (issue 18 item 2)", "a drainer's watchdog may come before "
+           "the messages it hid reappear", _watchdog_before_hidden_messages),
+    Mutant("left-for-redelivery-without-wakeup", "8ac5131 (issue 18 item 3)", "a message left for redelivery by a "
+           "failed write gets no retry-due wake-up", _left_for_redelivery_without_wakeup, family="storage"),
+    Mutant("scale-probe-escapes", "e1e9a7f (issue 18 item 5)", "a failed scale-out probe ends the receive loop",
+           _scale_probe_escapes, family="storage"),
+    Mutant("status-without-size-clamp", "e89735c (issue 18 item 7)", "the status route counts a chunk's first "
+           "generation as recorded", _status_without_size_clamp),
     Mutant("no-look-chain", "a0942b3 (issue 13)", "no look chain: the timer is the only net", _no_look_chain,
            family="storage", expect=LOOKED),
     # Issue 26, hardening round 3.

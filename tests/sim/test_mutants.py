@@ -14,9 +14,11 @@ from shared.core.lanes import LaneOrder
 from shared.engine import drainer, lane_watch, wakeups
 from shared.engine.drainer import Drainer
 from shared.engine.fair_slots import FairSlots
+from shared.engine.held import HeldMessages
 from shared.engine.limits import HandlerLimits
+from shared.engine.wakeups import Wakeups
 from shared.intake import submit
-from shared.ops import lifecycle, progress
+from shared.ops import lifecycle, progress, status
 from shared.watch import fallback, lookout
 from sim.mutants import MUTANTS, Mutant
 from sim.world import run
@@ -67,8 +69,8 @@ def test_today_s_code_passes_those_seeds(family: str, seed: int) -> None:
 
 
 def _attributes() -> dict[tuple[str, str], Any]:
-    owners: list[Any] = [drainer, Drainer, LaneOrder, FairSlots, HandlerLimits, wakeups, submit, progress, lifecycle,
-                         lookout, lookout.Chain, fallback, lane_watch]  # fmt: skip
+    owners: list[Any] = [drainer, Drainer, HeldMessages, LaneOrder, FairSlots, HandlerLimits, wakeups, Wakeups, submit,
+                         progress, status, lifecycle, lookout, lookout.Chain, fallback, lane_watch]  # fmt: skip
     return {(repr(owner), name): value for owner in owners for name, value in vars(owner).items()}
 
 
