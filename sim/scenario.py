@@ -17,7 +17,12 @@ MODES = ("ok", "ok", "ok", "ok", "ok", "t1", "t2", "perm")
 # retried as a client would; `limits` sets HANDLER_MAX_IN_FLIGHT=1 with handler calls that hang.
 # `volume` is a run without faults at the default chunk size, a few thousand items: its storage transactions
 # per 1,000 items are held to the documented figure (BENCHMARKS.md section 1).
-FAMILIES = ("random", "submit", "limits", "volume")
+# `priority` (no faults) has a drainer with several receivers work through high backlogs of three tenants while
+# normal batches arrive mid-drain: high chunk starts are held to HIGH_BURST x RECEIVE_BATCH in a row while a normal
+# chunk waits (`sim.invariants.high_starts_watched`).
+# `storage` has storage faults only (spans of 5xx, timeouts, requests applied with their answer lost): nothing that
+# can lose a trigger event or a look, so the look bound (`sim.invariants.Looks`) holds without the fallback timer.
+FAMILIES = ("random", "submit", "limits", "volume", "priority", "storage")
 SIZES = (1, 2, 5, 9, 17)
 VOLUME_SIZES = (5000, 10000, 20000)
 
@@ -133,9 +138,18 @@ class Scenario:
             faults = False
             del settings["CHUNK_MAX_ITEMS"]
             submits = [replace(s, tenant="", priority="normal", modes=("ok",) * s.items) for s in submits]
+        if family == "priority":
+            faults = False
+            settings |= {"WORK_QUEUE_PARTITIONS": "1", "MAX_DRAINERS_PER_QUEUE": "1", "HANDLER_MAX_IN_FLIGHT": "0",
+                         "RECEIVERS": "4", "CHUNK_MAX_ITEMS": "2", "DRAIN_BUDGET_S": "60",
+                         "RECEIVE_BATCH": str(rng.choice([2, 4])),
+                         "CHUNK_CONCURRENCY": str(rng.choice([1, 2]))}  # fmt: skip
+            submits = priority_submits(rng, instances)
         scenario = cls(seed, faults, settings, skews, sorted(submits, key=lambda s: s.at_s), family=family)
         if faults and family == "submit":
             scenario.aim_at_submits(rng, instances)
+        elif faults and family == "storage":
+            scenario.storage_faults_only(rng)
         elif faults:
             scenario.add_faults(rng, instances)
             if family == "limits":
@@ -162,6 +176,14 @@ class Scenario:
             else:
                 self.bus_spans.append(Span(at, at + rng.uniform(1.0, 10.0)))
         self.crashes.sort(key=lambda c: c.at_s)
+
+    def storage_faults_only(self, rng: random.Random) -> None:
+        """Storage spans (5xx, timeouts, requests applied with their answer lost) and nothing that can lose a
+        trigger event or a look: no crash, no Service Bus fault, no hanging handler."""
+        for _ in range(rng.randint(1, 3)):
+            start = rng.uniform(0.0, 80.0)
+            kind = rng.choice(["5xx", "timeout", "lost", "lost"])
+            self.storage_spans.append(Span(start, start + rng.uniform(0.5, 25.0), kind, rng.choice([0.2, 0.5, 1.0])))
 
     def add_faults(self, rng: random.Random, instances: int) -> None:
         for _ in range(rng.choice([0, 1, 1, 2, 3])):
@@ -203,3 +225,17 @@ class Scenario:
             f"{self.bus_delay_s:.0f} s; handler hangs {self.handler_hang:.0%}"
         )
         return "\n".join(out)
+
+
+def priority_submits(rng: random.Random, instances: int) -> list[Submit]:
+    """High batches of three tenants at once, then normal batches of other tenants while those drain."""
+    out = []
+    for n, tenant in enumerate(("", "a", "b")):
+        size = rng.randint(40, 80)
+        out.append(Submit(round(rng.uniform(0.0, 1.0), 3), rng.randrange(instances), f"h{n}", size, tenant, "high",
+                          None, 0, ("ok",) * size))  # fmt: skip
+    for n in range(rng.randint(2, 4)):
+        size = rng.randint(4, 16)
+        out.append(Submit(round(rng.uniform(2.0, 10.0), 3), rng.randrange(instances), f"n{n}", size,
+                          rng.choice(["c", "d", ""]), "normal", None, 0, ("ok",) * size))  # fmt: skip
+    return out

@@ -18,6 +18,8 @@ VOLUME_SEEDS = range(0, 4)  # no faults, default chunk size: transactions per 1,
 # its commit and its index write (the drainer that admits the batch indexes it); 81 was reported with 96.
 SUBMIT_SEEDS = [*range(0, 20), 39, 81, 96, 116, 152]
 LIMITS_SEEDS = [*range(0, 10), 23]  # HANDLER_MAX_IN_FLIGHT=1 with hanging calls; 23 catches a lapsed lease
+STORAGE_SEEDS = range(0, 10)  # storage faults only: the look bound without the fallback timer
+PRIORITY_SEEDS = range(0, 4)  # high backlogs, normal batches mid-drain: HIGH_BURST for chunk starts
 
 
 @pytest.fixture(autouse=True)
@@ -49,6 +51,23 @@ def test_handler_limits_hold_while_handler_calls_hang(seed: int) -> None:
     outcome = run(seed, family="limits")
     assert outcome.ok, outcome.report()
     assert outcome.scenario.settings["HANDLER_MAX_IN_FLIGHT"] == "1"
+
+
+@pytest.mark.parametrize("seed", STORAGE_SEEDS)
+def test_storage_faults_alone_never_keep_a_queue_from_being_looked_at(seed: int) -> None:
+    outcome = run(seed, family="storage")
+    assert outcome.ok, outcome.report()
+    assert outcome.scenario.storage_spans
+    assert not outcome.scenario.crashes
+    assert not outcome.scenario.bus_spans
+    assert not outcome.scenario.bus_lose
+
+
+@pytest.mark.parametrize("seed", PRIORITY_SEEDS)
+def test_high_priority_backlogs_leave_normal_chunks_their_turn(seed: int) -> None:
+    outcome = run(seed, family="priority")
+    assert outcome.ok, outcome.report()
+    assert any(s.priority == "high" for s in outcome.scenario.submits), outcome.report()
 
 
 @pytest.mark.parametrize("seed", CALM_SEEDS)
