@@ -362,3 +362,43 @@ async def test_a_scale_out_check_reads_no_lane_recorded_quiet(configure) -> None
     assert services.publisher.reasons().count("scale-out") >= 1, "no scale-out check ran"
     reads = report.transactions.get("queue.GetQueueMetadata", 0)
     assert reads <= 6, f"{reads} depth reads: the quiet lanes were read ({report.transactions})"
+
+
+@pytest.mark.slow
+async def test_one_listing_that_wakes_many_lanes_gives_their_express_pages_the_room_once(configure) -> None:
+    """Each express page was given the whole room left of RECEIVERS x RECEIVE_BATCH, not yet counting the pages
+    started beside it: one listing that woke five lanes started five pages of 4 beside the receiver's page of 4,
+    and the drainer held 24 messages against a bound of 16 (found by the simulation, random seed 423)."""
+    services = configure(
+        publisher=RecordingPublisher(), HANDLER=RECORD, CHUNK_MAX_ITEMS="1", CHUNK_CONCURRENCY="64", RECEIVERS="2",
+        RECEIVE_BATCH="4",
+    )  # fmt: skip
+    await submit_to(services, "big", 4, tenant="acme")
+    gate = asyncio.Event()
+    in_handler = asyncio.Event()
+
+    async def held_back(context: ChunkContext) -> None:
+        in_handler.set()
+        await gate.wait()
+
+    handlers.on_chunk.append(held_back)
+    drainer = Drainer(services, services.settings.work_queue, budget_s=10)
+    held: list[int] = []
+
+    async def watch() -> None:
+        while not gate.is_set():
+            held.append(drainer.report.messages - drainer.lanes.handled)
+            await asyncio.sleep(0.005)
+
+    run = asyncio.create_task(drainer.run())
+    await asyncio.wait_for(in_handler.wait(), 30)
+    await asyncio.sleep(0.2)  # past the listing its first page made due: the next comes about a second later
+    monitor = asyncio.create_task(watch())
+    await asyncio.gather(*(submit_to(services, f"n{i}", 8, tenant=f"new{i}") for i in range(5)))
+    await asyncio.sleep(2.0)
+    gate.set()
+    await monitor
+    await run
+    bound = 2 * services.settings.receivers * services.settings.receive_batch
+    assert max(held) > services.settings.receive_batch, f"no express page was taken: {max(held)}"
+    assert max(held) <= bound, f"held up to {max(held)} messages (bound {bound})"
