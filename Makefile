@@ -48,7 +48,7 @@ TEST_WORKERS ?= 2
 test: setup
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
-## make simulate SEEDS=N [START=S] [FAMILY=random|submit|limits]: the engine in the deterministic simulation, N seeds with faults (sim/);
+## make simulate SEEDS=N [START=S] [FAMILY=random|submit|limits|storage|priority|volume]: the engine in the deterministic simulation, N seeds with faults (sim/);
 ## a failing seed prints its scenario and schedule; replay one with: python -m sim --seed K
 SEEDS ?= 1000
 FAMILY ?= random
