@@ -4,8 +4,6 @@ is `python -m sim.mutants` (RELIABILITY.md, "The simulation")."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -36,15 +34,6 @@ CAUGHT = [
     ("sub-resolution-wait", 23),  # limits: virtual time stops (the spin 1f3838f fixed)
 ]
 BY_NAME = {m.name: m for m in MUTANTS}
-
-
-@pytest.fixture(autouse=True)
-def quiet_app_logs() -> Iterator[None]:
-    app = logging.getLogger("shared")
-    level = app.level
-    app.setLevel(logging.CRITICAL)
-    yield
-    app.setLevel(level)
 
 
 @pytest.mark.parametrize(("name", "seed"), CAUGHT)

@@ -4,9 +4,6 @@ replay it with `python -m sim --seed K`."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-
 import pytest
 
 from sim.world import run
@@ -20,15 +17,6 @@ SUBMIT_SEEDS = [*range(0, 20), 39, 81, 96, 116, 152]
 LIMITS_SEEDS = [*range(0, 10), 23]  # HANDLER_MAX_IN_FLIGHT=1 with hanging calls; 23 catches a lapsed lease
 STORAGE_SEEDS = range(0, 10)  # storage faults only: the look bound without the fallback timer
 PRIORITY_SEEDS = range(0, 4)  # high backlogs, normal batches mid-drain: HIGH_BURST for chunk starts
-
-
-@pytest.fixture(autouse=True)
-def quiet_app_logs() -> Iterator[None]:
-    app = logging.getLogger("shared")
-    level = app.level
-    app.setLevel(logging.CRITICAL)
-    yield
-    app.setLevel(level)
 
 
 @pytest.mark.slow
