@@ -156,9 +156,9 @@ def _left_for_redelivery_without_wakeup() -> Iterator[None]:
     """Issue 18 item 3 (8ac5131): a message left for redelivery by a failed extension or result write gets no
     retry-due wake-up for when it reappears."""
 
-    async def handle(self: Drainer, item: Any) -> None:
+    async def handle(self: Drainer, item: Any, placed: Any = None) -> None:
         try:
-            await keeping_invisible(item, self._process(item), visibility_s=self.settings.visibility_timeout_s,
+            await keeping_invisible(item, self._process(item, placed), visibility_s=self.settings.visibility_timeout_s,
                                     clock=self.clock, extended=self.wakeups.note_visible)  # fmt: skip
         except asyncio.CancelledError:
             raise
@@ -248,8 +248,9 @@ def _express_unbounded() -> Iterator[None]:
             for lane in woken:
                 if not self.order.may_take(lane, self.clock()):  # HIGH_BURST is item 14's: kept
                     continue
-                self._express_open.add(lane)
-                task = asyncio.create_task(self._express(lease, lane, self.settings.receive_batch))
+                token = self._express_open[lane] = object()
+                self._express_reserved += self.settings.receive_batch  # given back as the page is received
+                task = asyncio.create_task(self._express(lease, lane, self.settings.receive_batch, token))
                 self._receivers.add(task)
 
     yield from _swap(Drainer, "_woke", woke)
