@@ -23,6 +23,7 @@ from typing import Any
 
 from shared.batch import batches, results
 from shared.batch.batches import Admission, Manifest, State
+from shared.batch.results import settled_counts
 from shared.core.errors import IdempotencyConflict, ResourceMissing, StorageError
 from shared.core.events import Reason
 from shared.core.lanes import LaneOrder
@@ -35,8 +36,10 @@ from shared.engine.visibility import keeping_invisible
 from shared.engine.wakeups import Wakeups
 from shared.intake import submit
 from shared.ops import lifecycle, progress, status
+from shared.ops.status import batch_status
 from shared.store import ended, leases
 from shared.store.leases import DrainLease
+from shared.store.received import epoch_ms
 from shared.store.storage import translated
 from shared.watch import fallback, lookout
 from sim.world import run
@@ -198,7 +201,6 @@ def _scale_probe_escapes() -> Iterator[None]:
 def _status_without_size_clamp() -> Iterator[None]:
     """Issue 18 item 7 (e89735c): the status route counts a chunk's first generation as recorded, not at most
     the chunk's size."""
-    settled_counts = status.settled_counts
 
     def unclamped(entries: Any, chunks: int, sizes: Any = None) -> dict[int, dict[str, int]]:
         return settled_counts(entries, chunks)
@@ -384,7 +386,7 @@ def _far_look_kept() -> Iterator[None]:
 
     async def keep(services: Any, queue: str, at: datetime | None = None) -> bool:
         chain, _ = await lookout.read(services, queue)
-        if chain.armed(lookout.epoch_ms()):
+        if chain.armed(epoch_ms()):
             return False
         return await arm(services, queue, at)
 
@@ -423,7 +425,7 @@ def _ended_marker_goes_at_last_record() -> Iterator[None]:
 
     async def unmarking(services: Any, batch_id: str) -> Any:
         manifest, _, entries = await lifecycle.read(services, batch_id)
-        status = lifecycle.batch_status(manifest, entries, datetime.now(timezone.utc))
+        status = batch_status(manifest, entries, datetime.now(timezone.utc))
         recorded = {e.chunk for e in entries}
         if manifest.ended is not None and status["items"]["pending"] == 0 and len(recorded) == manifest.chunks:
             state = services.storage.container(services.settings.state_container)
