@@ -200,6 +200,7 @@ async def test_a_batch_whose_index_write_was_lost_after_its_commit_is_listed_onc
     assert written[1:] == written[:1], "once, under the very name the submit would have written"
 
 
+@pytest.mark.slow
 async def test_a_chunk_whose_batch_the_drainer_could_not_index_is_left_for_redelivery_unhandled(
     configure, app_functions, monkeypatch
 ):

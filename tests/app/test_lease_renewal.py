@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from azure.core.exceptions import ServiceRequestError
 from azure.storage.blob.aio import BlobLeaseClient
 
 from shared.store.leases import DrainLease
 
 
+@pytest.mark.slow
 async def test_a_lease_outlives_a_failed_and_a_hanging_renewal(configure, monkeypatch):
     services = configure()
     state = await services.storage.ensure_container(services.settings.state_container)

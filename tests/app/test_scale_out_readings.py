@@ -53,6 +53,7 @@ def stand_in(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[s
         process.stop()
 
 
+@pytest.mark.slow
 async def test_whatever_the_reading_a_queue_with_work_left_keeps_a_counted_event_and_drains_by_events_alone(
     configure, stand_in
 ) -> None:

@@ -432,6 +432,7 @@ def test_cancelling_a_message_already_enqueued_is_refused_and_it_is_still_delive
     bus(scenario)
 
 
+@pytest.mark.slow
 def test_a_locked_message_goes_to_no_second_receiver_and_abandon_returns_it_counted(bus: Run) -> None:
     async def scenario(b: Bus) -> None:
         await b.publisher.publish(EVENT)
@@ -468,6 +469,7 @@ def test_a_renewed_lock_holds_past_its_duration_and_expires_once_its_holder_is_l
     short_lock_bus(scenario)
 
 
+@pytest.mark.slow
 def test_a_message_abandoned_max_delivery_count_times_is_dead_lettered(bus: Run) -> None:
     limit = trigger_queue_property("MaxDeliveryCount")
     assert simbus.MAX_DELIVERY_COUNT == limit == 10

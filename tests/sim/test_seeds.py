@@ -34,7 +34,13 @@ def test_a_submit_hit_in_its_writes_is_either_accepted_and_counted_or_refused(se
     assert outcome.scenario.crashes or outcome.scenario.storage_spans or outcome.scenario.bus_spans
 
 
-@pytest.mark.parametrize("seed", LIMITS_SEEDS)
+# Seeds whose hung calls run past 2 s of wall time are left to `make test` (make test-fast stays under a minute).
+LIMITS_SLOW = {2, 5, 7, 9, 23}
+
+
+@pytest.mark.parametrize(
+    "seed", [pytest.param(s, marks=pytest.mark.slow) if s in LIMITS_SLOW else s for s in LIMITS_SEEDS]
+)
 def test_handler_limits_hold_while_handler_calls_hang(seed: int) -> None:
     outcome = run(seed, family="limits")
     assert outcome.ok, outcome.report()
