@@ -28,8 +28,8 @@ from shared.core.events import Reason
 from shared.core.lanes import Lane, LaneOrder
 from shared.engine import lane_queues
 from shared.engine.chunks import ChunkWork
+from shared.engine.express import ExpressPages
 from shared.engine.fair_slots import FairSlots
-from shared.engine.held import HeldMessages
 from shared.engine.lane_watch import LaneWatch
 from shared.engine.limits import HandlerLimits
 from shared.engine.overload import OverloadPause
@@ -53,7 +53,7 @@ DEADLINE_SLACK_S = 0.001
 PAUSE_MARGIN_S = 0.05  # after a pause, the chunks put back for it are visible again
 
 
-class Drainer(HeldMessages):
+class Drainer(ExpressPages):
     def __init__(
         self,
         services: Services,
@@ -342,11 +342,6 @@ class Drainer(HeldMessages):
         await self.lanes.list()
         return await lane_queues.any_visible(self.s, self.order.maybe_holding(self.quiet))
 
-    def hold_max(self) -> int:
-        """The most messages this drainer's receivers hold at once; express pages only fill what they leave of
-        it, so a drainer never holds more than twice this (256 at the defaults)."""
-        return self.settings.receivers * self.settings.receive_batch
-
     # -- the queue's lanes (`shared.engine.lane_watch`) -------------------------------------------------------
 
     def _committed(self, batch_id: str, attempt: str, accepted_ms: int) -> None:
@@ -355,78 +350,3 @@ class Drainer(HeldMessages):
 
     def _mid_drain(self) -> bool:
         return self._lease is not None and self.report.messages > 0
-
-    def _woke(self, woken: list[str], mid_drain: bool) -> None:
-        lease = self._lease
-        if mid_drain and lease is not None:
-            log.info("lanes of %s with new work: %s", self.queue_name, ", ".join(woken))
-            for lane in woken:  # now, not after the pages every receiver has in hand
-                if lane in self._express_open:
-                    # Its next page as soon as this one's chunks have places: a receive already under way may
-                    # have missed the new work, and the receivers would come round to it only after their pages.
-                    self._express_again.add(lane)
-                    continue
-                self._start_express(lease, lane)
-
-    def _start_express(self, lease: DrainLease, lane: str) -> None:
-        """At most one express page per lane waiting for places at a time, within what the receivers leave of
-        hold_max, in the lanes' order (HIGH_BURST); a lane not taken here stays due for the receivers."""
-        # Express pages not yet received hold their room too: one listing that wakes several lanes must not give
-        # each the whole of it (the simulation's random seed 423: two pages beside a receiver's, 3 held of 2).
-        room = min(self.hold_max() - self._held - self._express_reserved, self.settings.receive_batch)
-        if room <= 0 or not self.order.may_take(lane, self.clock()):
-            return
-        token = self._express_open[lane] = object()
-        self._express_reserved += room
-        task = asyncio.create_task(self._express(lease, lane, room, token), name=f"express {lane}/{self.slot}")
-        self._receivers.add(task)
-
-    def _express_placed(self, lane: str, token: object) -> None:
-        """The express page `token` of `lane` has its chunks placed (or ended): the lane's next may start, and does
-        at once if a listing found it marked again meanwhile."""
-        if self._express_open.get(lane) is not token:
-            return
-        del self._express_open[lane]
-        lease = self._lease
-        if lane in self._express_again:
-            self._express_again.discard(lane)
-            if lease is not None and not lease.lost.is_set():
-                self._start_express(lease, lane)
-
-    async def _express(self, lease: DrainLease, lane: str, room: int, token: object) -> str:
-        """One page from a lane a listing found with new work while the receivers are busy with their pages: a
-        small tenant's batch waits for a listing, not for the pages another tenant's receivers hold."""
-        reserved = room  # given back once the page is received (then counted in `_held`) or not taken
-        try:
-            limits = self.chunks.limits
-            if self._out_of_time() or lease.lost.is_set() or self.pause.active(lane, self.clock()):
-                return "more"
-            if limits is not None and not limits.may_receive(self.clock()):
-                return "more"
-            try:
-                page = await self._receive(lane, room)
-            except StorageError as e:
-                log.warning("receiving from %s failed: %s", lane, e)
-                return "more"
-            finally:
-                self._express_reserved -= reserved
-                reserved = 0
-            full = len(page) == min(room, self.settings.receive_batch)
-            if not full:  # it held less than a page: the receivers need not look until its next mark
-                self.order.emptied(lane, self.clock())
-            if not page:
-                return "empty"
-            self.order.gave(lane)
-            waiting = len(page)
-
-            def placed() -> None:
-                nonlocal waiting
-                waiting -= 1
-                if waiting == 0:
-                    self._express_placed(lane, token)
-
-            await asyncio.gather(*(self._handle(item, placed) for item in page))
-            return "more" if full else "empty"
-        finally:
-            self._express_reserved -= reserved
-            self._express_placed(lane, token)

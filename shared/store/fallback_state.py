@@ -12,16 +12,13 @@ write a day per partition, none per lane.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shared.core import layout
 from shared.core.backoff import PollPolicy, PollState
 from shared.core.errors import PreconditionFailed, ResourceConflict, ResourceMissing
 from shared.core.settings import Settings
-from shared.store.storage import read_json, write_json
-
-if TYPE_CHECKING:
-    from shared.store.storage import Storage
+from shared.store.storage import Storage, read_json, write_json
 
 log = logging.getLogger(__name__)
 
