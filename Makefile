@@ -43,10 +43,10 @@ run: setup
 	$(BIN)/python -m devstack run
 
 ## make test: the whole suite against a real Azurite and the real broker started by the fixtures, on
-## TEST_WORKERS pytest-xdist workers (each starts its own services on free ports; a file's tests stay together)
+## TEST_WORKERS pytest-xdist workers (each starts its own services on free ports; a file's tests stay together: tests/scheduling.py)
 TEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope
 
 ## make simulate SEEDS=N [START=S] [FAMILY=random|submit|limits|storage|priority|volume]: the engine in the deterministic simulation, N seeds with faults (sim/);
 ## a failing seed prints its scenario and schedule; replay one with: python -m sim --seed K
@@ -63,7 +63,7 @@ package: setup
 ## make test-fast: the pure and single-service tests (the app on a real Azurite, the benches' pure parts, the
 ## templates, the simulation) without the ones marked slow, in under a minute; make test runs them all
 test-fast: setup
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not faults and not slow and not hostile and not browser" \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope -m "not faults and not slow and not hostile and not browser" \
 		tests/app tests/bench tests/infra tests/sim
 
 ## make reliability: the fault scenarios against the whole local stack -> RELIABILITY.md (written even if one fails)

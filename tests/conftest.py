@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,24 +22,15 @@ pytest_plugins = ["tests.fixtures_servicebus"]
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 TESTS = Path(__file__).resolve().parent
-# Directories whose tests share one session-scoped stack and read what each other left (tests/hostile's
-# secret scan reads the replies of every hostile test): under pytest-xdist they run on one worker, in order.
-ONE_WORKER_DIRS = {"hostile"}
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Group tests for `pytest -n N --dist loadgroup` (make test): a file's tests stay together, so its module-
-    and class-scoped stacks start once, and the directories of ONE_WORKER_DIRS stay whole."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        # By node id, not path: items a plugin generates (schemathesis's) may carry another path.
-        file = item.nodeid.split("::", 1)[0]
-        parts = file.split("/")
-        if len(parts) < 2 or parts[0] != TESTS.name:
-            continue
-        group = parts[1] if parts[1] in ONE_WORKER_DIRS else file
-        item.add_marker(pytest.mark.xdist_group(group))
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`pytest -n N --dist loadscope` (make test) schedules by file, and tests/hostile whole (tests/scheduling.py)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from tests.scheduling import FileGroups
+
+    return FileGroups(config, log)
 
 
 def unavailable(what: str, error: Exception) -> None:

@@ -424,3 +424,25 @@ def test_the_batch_list_and_the_status_route_count_every_set_of_records_alike(da
     status, listed = counts_both_ways(sizes, entries)
     assert listed == status
     assert status["succeeded"] + status["failed"] <= status["total"]
+
+
+def test_every_status_the_list_shows_is_one_the_openapi_document_names():
+    """A cancelled or expired batch is `ended` in the list (its status route says which): the document said not."""
+    from shared.api import OPENAPI
+
+    enum = json.loads(Path(OPENAPI).read_text())["components"]["schemas"]["BatchSummary"]["properties"]["status"]
+    at = ACCEPTED + timedelta(seconds=1)
+    batch = IndexEntry("ab" * 16, 4, 1, ACCEPTED.isoformat(), ACCEPTED.isoformat())
+    shown = {
+        batch_progress(batch, records, at)["status"]
+        for records in (
+            [],
+            [ResultEntry(0, 0, 0, 1, 0, 3, at, blob="a")],
+            [ResultEntry(0, 0, 0, 4, 0, 0, at, blob="b")],
+            [ResultEntry(0, 0, 0, 3, 1, 0, at, blob="c")],
+            [ResultEntry(0, 0, 0, 1, 0, 0, at, blob="d", cancelled=3)],
+            [ResultEntry(0, 0, 0, 0, 0, 0, at, blob="e", expired=4)],
+        )
+    }
+    assert shown == {"accepted", "processing", "completed", "completed_with_failures", "ended"}
+    assert shown <= set(enum["enum"]), shown - set(enum["enum"])
