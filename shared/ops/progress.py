@@ -29,8 +29,12 @@ def batch_progress(batch: IndexEntry, found: Iterable[ResultEntry], now: datetim
         status = "ended"  # cancelled, failed by its tolerance or expired: its own status route says which
     elif complete:
         status = "completed_with_failures" if failed else "completed"
+    elif entries:
+        status = "processing"
+    elif batch.not_before is not None and now < datetime.fromisoformat(batch.not_before):
+        status = "scheduled"  # nothing of it is handled before not_before (the status route's rule)
     else:
-        status = "processing" if entries else "accepted"
+        status = "accepted"
     times = sorted(e.written_at for e in entries)
     first, last = (times[0], times[-1]) if times else (None, None)
     accepted = datetime.fromisoformat(batch.accepted_at)

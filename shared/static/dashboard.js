@@ -155,9 +155,10 @@
     completed_with_failures: "✗ completed with failures",
     processing: "↻ processing",
     accepted: "… accepted, waiting",
+    scheduled: "◷ scheduled, waits for its start",
     ended: "■ ended early",
   };
-  const CANCELLABLE = new Set(["accepted", "processing"]);
+  const CANCELLABLE = new Set(["accepted", "scheduled", "processing"]);
 
   function progressBar(batch) {
     const items = batch.items || {};

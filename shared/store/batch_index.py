@@ -48,6 +48,7 @@ class IndexEntry:
     chunks: int
     created_at: str
     accepted_at: str
+    not_before: str | None = None  # its start, when it asked for one (entries written before this have none)
 
 
 @dataclass(frozen=True)
@@ -67,12 +68,15 @@ def blob_name(batch_id: str, accepted_at: datetime) -> str:
 
 def metadata(manifest: Manifest) -> dict[str, str]:
     assert manifest.accepted_at is not None, "only an accepted batch is indexed"
-    return {
+    meta = {
         "items": str(manifest.items),
         "chunks": str(manifest.chunks),
         "created_at": manifest.created_at,
         "accepted_at": manifest.accepted_at,
     }
+    if manifest.not_before is not None:  # so the list can say `scheduled` without reading the manifest
+        meta["not_before"] = manifest.not_before
+    return meta
 
 
 def entry(name: str, meta: Mapping[str, str] | None) -> IndexEntry | None:
@@ -86,7 +90,7 @@ def entry(name: str, meta: Mapping[str, str] | None) -> IndexEntry | None:
         created, accepted = meta["created_at"], meta["accepted_at"]
     except (KeyError, ValueError):
         return None
-    return IndexEntry(found["batch_id"], items, chunks, created, accepted)
+    return IndexEntry(found["batch_id"], items, chunks, created, accepted, meta.get("not_before"))
 
 
 def decode_token(token: str) -> str:

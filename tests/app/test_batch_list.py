@@ -427,7 +427,8 @@ def test_the_batch_list_and_the_status_route_count_every_set_of_records_alike(da
 
 
 def test_every_status_the_list_shows_is_one_the_openapi_document_names():
-    """A cancelled or expired batch is `ended` in the list (its status route says which): the document said not."""
+    """A cancelled or expired batch is `ended` in the list (its status route says which), one before its start is
+    `scheduled`: the document named neither."""
     from shared.api import OPENAPI
 
     enum = json.loads(Path(OPENAPI).read_text())["components"]["schemas"]["BatchSummary"]["properties"]["status"]
@@ -444,5 +445,9 @@ def test_every_status_the_list_shows_is_one_the_openapi_document_names():
             [ResultEntry(0, 0, 0, 0, 0, 0, at, blob="e", expired=4)],
         )
     }
-    assert shown == {"accepted", "processing", "completed", "completed_with_failures", "ended"}
+    start = (at + timedelta(hours=1)).isoformat()
+    later = IndexEntry("ab" * 16, 4, 1, ACCEPTED.isoformat(), ACCEPTED.isoformat(), start)
+    shown.add(batch_progress(later, [], at)["status"])
+    assert batch_progress(later, [], at + timedelta(hours=2))["status"] == "accepted", "its start has come"
+    assert shown == {"accepted", "scheduled", "processing", "completed", "completed_with_failures", "ended"}
     assert shown <= set(enum["enum"]), shown - set(enum["enum"])

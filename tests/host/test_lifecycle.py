@@ -209,6 +209,9 @@ async def test_a_batch_past_its_deadline_is_expired_and_a_scheduled_one_waits_fo
         submitted_at = time.time()
         later = await submit(session, numbered(20, "s"), not_before="6")
         assert (await status_of(session, later["batch_id"]))["status"] == "scheduled"
+        async with session.get("/api/batches", params={"limit": "3"}) as reply:
+            listed = {b["batch_id"]: b["status"] for b in (await reply.json())["batches"]}
+        assert listed[later["batch_id"]] == "scheduled", "the list says what the status route says"
         expired = await until_final(session, late["batch_id"], 120)
         started = await until_final(session, later["batch_id"], 120)
         await until_final(session, ahead["batch_id"], 120)

@@ -141,16 +141,14 @@ class HostileStack:
         wait_until(drained, timeout_s, "the work queue to drain", every_s=0.5)
 
     def scheduled_chunks(self) -> int:
-        """Pending chunks of the batches whose status route says `scheduled`, over every page of the list."""
+        """Chunks of the batches the list shows `scheduled` (none of a scheduled batch's chunks is done), over every
+        page of the list."""
         pending, continuation = 0, ""
         while True:
             page = self.request("GET", f"/api/batches?continuation={continuation}" if continuation else "/api/batches")
             assert page.status == 200, page.body[:300]
             listed = page.json()
-            for batch in listed["batches"]:
-                if batch["status"] == "accepted":  # the list cannot tell a scheduled batch (its index has no start)
-                    status = self.request("GET", f"/api/batches/{batch['batch_id']}").json()
-                    pending += status["chunks"]["pending"] if status["status"] == "scheduled" else 0
+            pending += sum(b["chunks"]["total"] for b in listed["batches"] if b["status"] == "scheduled")
             if not (continuation := listed["continuation"]):
                 return pending
 
