@@ -183,6 +183,11 @@ async def fairness_round(
     submit_ms = [(acks[tag] - at) * 1000 for tag, at in sent.items()]
     a_seconds = max(a_times) - min(a_times)
     stack.stop(process)
+    # Each probe's times (monotonic s), to find a slow one in the host's log (record-*.log has the same clock).
+    (run_dir / f"probes-{role}.tsv").write_text(
+        f"# wall clock = monotonic + {time.time() - time.monotonic():.3f}\ntag\tsent\tanswered\thandled\n"
+        + "".join(f"{tag}\t{sent[tag]:.3f}\t{acks[tag]:.3f}\t{seen.get(tag, float('nan')):.3f}\n" for tag in acks)
+    )
     result = {
         "lanes": lanes,
         "handler_wait_ms_per_chunk": wait_ms,

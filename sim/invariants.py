@@ -17,7 +17,7 @@ at within the same bound counted from the answer, with only the faults that end 
 submit rang its doorbell and armed its look then, whatever became of the ones before.
 
 *Held messages.* `Drainer._held` (messages received and not yet handled) never above 2 x RECEIVERS x
-RECEIVE_BATCH (the engine's documented bound; express pages fill only what the receivers leave). The check
+RECEIVE_BATCH (the engine's documented bound: the receivers' hold and the express pages' beside it). The check
 reads the settings, not `Drainer.hold_max`, so a defect in `hold_max` itself is caught.
 
 *High starts.* In a drainer's chunk places, at most HIGH_BURST x RECEIVE_BATCH high chunks start in a row while a

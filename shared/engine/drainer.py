@@ -94,6 +94,7 @@ class Drainer(ExpressPages):
         self._express_open: dict[str, object] = {}
         self._express_again: set[str] = set()  # lanes a listing found marked again while their page was open
         self._express_reserved = 0  # room express pages started and not yet received hold
+        self._express_held = 0  # messages express pages received and not yet handled (in `_held` too)
 
     # -- the session -----------------------------------------------------------------------------------------
 

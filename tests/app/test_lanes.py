@@ -259,6 +259,43 @@ async def test_a_tenants_next_batch_gets_its_own_express_page_while_its_last_is_
     assert report.chunks_done == 62
 
 
+@pytest.mark.slow
+async def test_a_newcomer_gets_an_express_page_while_the_receivers_hold_their_whole_share(configure) -> None:
+    """Behind a deep backlog and a slow handler the receivers hold RECEIVERS x RECEIVE_BATCH all the time; express
+    pages took only what the receivers left of that, so a newcomer got none and waited for a receiver to come round
+    after its page (seconds in `make bench-fairness-parts`). Here the receiver's page never ends while a place is
+    free: the newcomer is handled only if an express page takes it."""
+    services = configure(HANDLER=RECORD, CHUNK_MAX_ITEMS="1", CHUNK_CONCURRENCY="3", RECEIVERS="1", RECEIVE_BATCH="2")
+    services.publisher = RecordingPublisher()
+    big = await submit_to(services, "a", 20, tenant="acme")
+    drainer = Drainer(services, services.settings.work_queue)
+    in_handler, release, newcomer = [], asyncio.Event(), asyncio.Event()
+
+    async def hook(context: ChunkContext) -> None:
+        if context.batch_id == big:
+            in_handler.append(context.batch_id)
+            await release.wait()  # the receiver's whole page (2 of 2) holds places and never ends
+        else:
+            newcomer.set()
+
+    handlers.on_chunk.append(hook)
+    drain = asyncio.create_task(drainer.run())
+    try:
+        for _ in range(300):
+            if len(in_handler) == 2:
+                break
+            await asyncio.sleep(0.1)
+        assert len(in_handler) == 2, "the receiver's page is in the handler"
+        assert drainer._held == drainer.hold_max(), "the receivers hold their whole share"
+        await submit_to(services, "b", 1, tenant="bolt")
+        await asyncio.wait_for(newcomer.wait(), 30)
+        assert drainer._held <= 2 * drainer.hold_max()
+    finally:
+        release.set()
+        report = await drain
+    assert report.chunks_done == 21
+
+
 async def test_high_priority_chunks_overtake_waiting_normal_ones_without_starving_them(configure) -> None:
     services = configure(HANDLER=RECORD, CHUNK_MAX_ITEMS="1", CHUNK_CONCURRENCY="1", RECEIVERS="1", RECEIVE_BATCH="4")
     services.publisher = RecordingPublisher()
