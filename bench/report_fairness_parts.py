@@ -104,7 +104,7 @@ def verdict(parts: dict[str, Any], target: float, sampled: dict[str, Any] | None
         " Before the engine's fixes below (issue 30 item 5) this bench measured B's p99 at 2,431 ms, the app's part "
         "2,300 ms. One round's p99 is not a stable figure on this shared machine: the rounds taken while fixing it "
         "(load averages 4 to 8 on the 2 cores) gave the app's part p99 2,825, 5,505 and 2,840 ms before the fixes "
-        "and 2,936, 1,325 and the 389 above after them (medians 2,840 and 1,325). What the app's part held, found "
+        "and 2,936, 1,325 and 389 after them (medians 2,840 and 1,325). What the app's part held, found "
         "in the host's log (its listings and the lanes they woke) and the "
         "code: (1) a lane's express page stayed open through its chunk's "
         "handler call and settle, and a listing that found the lane marked again meanwhile left B's next batch to "
@@ -119,22 +119,36 @@ def verdict(parts: dict[str, Any], target: float, sampled: dict[str, Any] | None
         "results' group commits return, so listings came up to a second apart; it counts chunks as they start now "
         "(`shared/engine/lane_watch.py`). Long stalls of the event loop were not the cause: in the runs taken for "
         "this the host logged from none to a few dozen over 100 ms in a round, the longest under 400 ms, not seconds."
+        " (4) A later stop, with each probe's times written beside the host's log (`probes-*.tsv` in the run's "
+        "folder) and the express path logged for a round: express pages had only what the receivers left of "
+        "RECEIVERS x RECEIVE_BATCH, and behind A's backlog, with the handler waiting 200 ms a chunk, the "
+        "receivers' pages wait for places, so that share was often full and B's lane got no express page until "
+        "a receiver came round after its page. Express pages now hold a share of their own beside the "
+        "receivers' (`shared/engine/express.py`; a drainer still holds at most twice RECEIVERS x RECEIVE_BATCH). "
+        "Rounds on that stop's code, the app's part p99 / max: before the fix 2,179 / 2,611 ms, after it 541 / "
+        "2,201 and 1,392 / 2,293 ms (the table above is the last). What the logged round showed of the rest: an "
+        "express page now takes B's chunk within a listing and it gets a place within tens of ms, but (a) about "
+        "one B chunk in five is of a batch that no lane mark named (B's submits overlap, and a lane's mark names "
+        "only the latest), so the drainer reads its manifest and writes its index entry before the handler call: "
+        "250 to 730 ms at this depth; and (b) a chunk received while its submit was still storing is put back for "
+        "2 s (`put_back`'s first delay): the multi-second tail (in the logged round the drain's report counted 2 "
+        "chunks `waiting` and 2 UpdateMessage calls, and the two slowest probes waited 2.6 and 2.3 s). Not "
+        "fixed: the next steps are a doorbell that names the attempt its submit committed (so the instance it "
+        "reaches knows the batch committed without a read) and a first put-back of 1 s, or one undone when the "
+        "lane's commit mark names the batch."
     )
     if app_p99 > target:
         lines.append(
-            f" The app's part is still over the target by {app_p99 - target:,.0f} ms at p99. What is left, as far "
-            "as the host's log and the profile show, is B's chunk waiting its turn on the one event loop of the "
-            "host's Python worker, which also runs every receive, settle, result write and delete of A's drain, on "
-            "two cores shared with Azurite, the bench and "
+            f" The app's part is still over the target by {app_p99 - target:,.0f} ms at p99: (a) and (b) above, and "
+            "B's work waiting its turn on the one event loop of the host's Python worker, which also runs every "
+            "receive, settle, result write and delete of A's drain, on two cores shared with Azurite, the bench and "
             "other engineers' tests (at such a moment Azurite's own calls are slow too)"
             + (
                 f"; sampled during this round (below), that loop was busy {1 - sampled['idle_share']:.0%} of the "
-                "time with A's drain. "
+                "time with A's drain."
                 if sampled
-                else ". "
+                else "; sampled at an earlier stop, that loop was busy 81% of the time with A's drain."
             )
-            + "Taking that off the newcomer's path would mean a loop (or process) of its own for listing and "
-            "express pages, or less of A's per-chunk work on the loop (the storage SDK's calls are most of it)."
         )
     if az_p99 > target:
         lines.append(f" Azurite's part alone is over the target by {az_p99 - target:,.0f} ms at p99.")
