@@ -21,7 +21,6 @@ from devstack.procs import ManagedProcess, ServiceStartError
 pytest_plugins = ["tests.fixtures_servicebus"]
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
-TESTS = Path(__file__).resolve().parent
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

@@ -12,6 +12,7 @@ that a plugin repeats (schemathesis's one id per API operation) a unique name, s
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -61,8 +62,6 @@ class FileGroups(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships no t
 def pytest_collection_finish(session: Any) -> None:
     """With `-p tests.scheduling` and SCOPE_PROBE set: write each test that uses a module-, class- or
     package-scoped fixture of the suite's own, one node id a line, to that file (tests/infra/test_scheduling.py)."""
-    import os
-
     if not (probe := os.environ.get("SCOPE_PROBE")):
         return
     scoped = []

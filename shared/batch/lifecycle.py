@@ -110,6 +110,11 @@ def judged(header: ChunkHeader, now_ms: int) -> Admission:
     return Admission.PROCESS
 
 
+def before_start(not_before: str | None, now: datetime | None) -> bool:
+    """A batch whose not_before has not come yet (`scheduled` in the status route and the batch list)."""
+    return not_before is not None and now is not None and now < datetime.fromisoformat(not_before)
+
+
 def tripped(failed: int, items: int, fraction: float | None) -> bool:
     """More than `fraction` of the batch's items failed for good."""
     return fraction is not None and failed > fraction * items

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from shared.batch import lifecycle
 from shared.batch.results import ResultEntry, newest, settled_counts
 from shared.store.batch_index import IndexEntry
 
@@ -31,7 +32,7 @@ def batch_progress(batch: IndexEntry, found: Iterable[ResultEntry], now: datetim
         status = "completed_with_failures" if failed else "completed"
     elif entries:
         status = "processing"
-    elif batch.not_before is not None and now < datetime.fromisoformat(batch.not_before):
+    elif lifecycle.before_start(batch.not_before, now):
         status = "scheduled"  # nothing of it is handled before not_before (the status route's rule)
     else:
         status = "accepted"

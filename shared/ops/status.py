@@ -50,7 +50,7 @@ def batch_status(manifest: Manifest, entries: Iterable[ResultEntry], now: dateti
         status = "submitting"  # no 202 yet (and none if its submit fails)
     elif entries:
         status = "processing"
-    elif manifest.not_before is not None and now is not None and now < datetime.fromisoformat(manifest.not_before):
+    elif lifecycle.before_start(manifest.not_before, now):
         status = "scheduled"  # nothing of it is handled before not_before
     else:
         status = "accepted"
