@@ -104,7 +104,9 @@ def plainly(doc: dict[str, Any], latest: dict[str, Any]) -> list[str]:
         "lane marks on top of the same per-chunk PutMessage, GetMessages share and DeleteMessage), so the push "
         "drain gives nothing here: the app spends "
         f"{times(allin['transactions_per_1000'], a2['transactions_per_1000'])} (a')'s count, and the difference "
-        "is what recording every item's outcome costs.",
+        "is what recording every item's outcome costs. Neither count has what the platform adds by the clock, "
+        "not by the item (the host's lock renewals, the scale controller's probes, a cold start's reads): over a "
+        "drain of seconds those are a handful of calls, and the idle sections count them per day.",
         f"- **Throughput: batching gives {'most of it' if faster else 'it'}.** (a') drains "
         f"{fmt(a2['items_per_s'], 0)} items/s against (a)'s {fmt(a['items_per_s'], 0)} "
         f"({times(a2['items_per_s'], a['items_per_s'])}); the app drains {fmt(app['items_per_s'], 0)}, "
