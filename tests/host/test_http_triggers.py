@@ -148,3 +148,18 @@ async def test_a_function_that_blocks_the_event_loop_is_named_in_the_log_with_ho
     log = http_host.wait_for_log("The event loop was blocked for")
     figures = [int(ms) for ms in re.findall(r"The event loop was blocked for (\d+) ms", log)]
     assert any(300 <= ms <= 2000 for ms in figures), figures
+
+
+async def test_the_loop_watch_tells_computing_on_the_loop_from_waiting_on_it(http_host: RunningHost) -> None:
+    """The figure after the delay is the loop thread's CPU time within it: 0.4 s of computing shows there (at
+    least 0.3 s, however busy the machine), 0.4 s of a blocking sleep does not."""
+    ran = re.compile(r"The event loop was blocked for (\d+) ms \(more than \d+ ms\); its thread ran for (\d+) ms")
+    seen = len(ran.findall(http_host.log()))
+    slept = await fetch("GET", f"{http_host.base_url}/api/block/0.4")
+    spun = await fetch("GET", f"{http_host.base_url}/api/spin/0.4")
+
+    assert (slept.status, spun.status) == (200, 200)
+    log = http_host.wait_for_log("its thread ran for", count=seen + 2)
+    figures = [(int(wall), int(cpu)) for wall, cpu in ran.findall(log)[seen:]]
+    assert any(wall >= 300 and cpu < 100 for wall, cpu in figures), f"the sleep: {figures}"
+    assert any(wall >= 300 and cpu >= 300 for wall, cpu in figures), f"the spin: {figures}"

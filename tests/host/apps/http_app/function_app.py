@@ -64,6 +64,14 @@ async def block(req: func.HttpRequest) -> func.HttpResponse:
     return func.HttpResponse("done")
 
 
+@app.route(route="spin/{seconds}")
+async def spin(req: func.HttpRequest) -> func.HttpResponse:
+    until = time.thread_time() + float(req.route_params["seconds"])
+    while time.thread_time() < until:  # computes on the host's event loop, on purpose
+        pass
+    return func.HttpResponse("done")
+
+
 @app.route(route="slow-sync/{seconds}")
 def slow_sync(req: func.HttpRequest) -> func.HttpResponse:
     time.sleep(float(req.route_params["seconds"]))
