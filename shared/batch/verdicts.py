@@ -18,6 +18,9 @@ class CommittedAttempts:
     def __init__(self, *, max_entries: int = MAX_ENTRIES, max_age_s: float = MAX_AGE_S) -> None:
         self.max_entries, self.max_age_s = max_entries, max_age_s
         self._entries: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        # batch id -> when (epoch ms) it was accepted, as the mark or doorbell that named it said: taken once, by
+        # the drainer that handles its first chunk (the wake latency metric); only for batches in `_entries`
+        self._accepted: dict[str, int] = {}
 
     def get(self, batch_id: str, *, now: float) -> str | None:
         entry = self._entries.get(batch_id)
@@ -26,14 +29,23 @@ class CommittedAttempts:
         attempt, stored = entry
         if now - stored > self.max_age_s:
             del self._entries[batch_id]
+            self._accepted.pop(batch_id, None)
             return None
         return attempt
 
-    def put(self, batch_id: str, attempt: str, *, now: float) -> None:
+    def put(self, batch_id: str, attempt: str, *, now: float, accepted_ms: int | None = None) -> None:
         self._entries.pop(batch_id, None)
+        self._accepted.pop(batch_id, None)
         self._entries[batch_id] = (attempt, now)
+        if accepted_ms is not None:
+            self._accepted[batch_id] = accepted_ms
         while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
+            oldest, _ = self._entries.popitem(last=False)
+            self._accepted.pop(oldest, None)
+
+    def take_accepted(self, batch_id: str) -> int | None:
+        """When the batch was accepted, once: None after the first call, or if no mark or doorbell said."""
+        return self._accepted.pop(batch_id, None)
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -43,6 +43,9 @@ class TriggerEvent:
     # a doorbell's: when (the sender's wall clock, ms) the work it announces was stored and visible; a look at the
     # partition that began later covers it (shared.engine.serve)
     ready_ms: int | None = None
+    # a doorbell's: the attempt its submit committed and indexed, so the drainer it reaches admits the batch's
+    # chunks with no manifest read (a lane's mark names only the latest batch; overlapping submits hide the others)
+    attempt: str | None = None
 
     def encode(self) -> bytes:
         body: dict[str, Any] = {
@@ -61,6 +64,8 @@ class TriggerEvent:
             body["token"] = self.token
         if self.ready_ms is not None:
             body["ready_ms"] = self.ready_ms
+        if self.attempt is not None:
+            body["attempt"] = self.attempt
         return json.dumps(body, separators=(",", ":")).encode("utf-8")
 
     @classmethod
@@ -83,6 +88,7 @@ class TriggerEvent:
             job=_optional_text(doc, "job"),
             token=_optional_text(doc, "token"),
             ready_ms=_count(doc, "ready_ms") if "ready_ms" in doc else None,
+            attempt=_attempt(doc),
         )
 
 
@@ -95,6 +101,15 @@ def _text(doc: dict[str, Any], key: str) -> str:
 
 def _optional_text(doc: dict[str, Any], key: str) -> str | None:
     return None if doc.get(key) is None else _text(doc, key)
+
+
+def _attempt(doc: dict[str, Any]) -> str | None:
+    attempt = _optional_text(doc, "attempt")
+    if attempt is not None and not (attempt.isascii() and attempt.isalnum() and len(attempt) <= 64):
+        raise MalformedEvent("event field 'attempt' must be at most 64 letters and digits")
+    if attempt is not None and doc.get("batch_id") is None:
+        raise MalformedEvent("event field 'attempt' names the attempt of a batch: 'batch_id' must be given too")
+    return attempt
 
 
 def _queue(doc: dict[str, Any]) -> str:

@@ -47,8 +47,6 @@ class ChunkWork:
         self._index_writes: dict[str, asyncio.Future[None]] = {}
         self._linked: set[str] = set()  # batches the drain session's span links to
         self.limits: HandlerLimits | None = None  # the session's share of the app-wide handler limits
-        # batch id -> accepted epoch ms, for batches taken as committed from their lane's mark (no manifest read)
-        self.accepted_ms: dict[str, int] = {}
         self._ended_listing: asyncio.Future[None] | None = None
 
     async def admission(self, header: ChunkHeader) -> Admission:
@@ -79,7 +77,8 @@ class ChunkWork:
     async def _committed(self, header: ChunkHeader) -> Admission:
         committed = self.s.committed.get(header.batch_id, now=self.clock())
         if committed is not None:
-            marked = self.accepted_ms.pop(header.batch_id, None) if header.chunk == 0 and header.gen == 0 else None
+            first = header.chunk == 0 and header.gen == 0
+            marked = self.s.committed.take_accepted(header.batch_id) if first else None
             if marked is not None and committed == header.attempt:
                 self._woke(datetime.fromtimestamp(marked / 1000, timezone.utc))
             return Admission.PROCESS if committed == header.attempt else Admission.STALE

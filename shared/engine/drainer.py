@@ -346,8 +346,7 @@ class Drainer(ExpressPages):
     # -- the queue's lanes (`shared.engine.lane_watch`) -------------------------------------------------------
 
     def _committed(self, batch_id: str, attempt: str, accepted_ms: int) -> None:
-        self.s.committed.put(batch_id, attempt, now=self.clock())
-        self.chunks.accepted_ms[batch_id] = accepted_ms
+        self.s.committed.put(batch_id, attempt, now=self.clock(), accepted_ms=accepted_ms)
 
     def _mid_drain(self) -> bool:
         return self._lease is not None and self.report.messages > 0

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from datetime import timedelta
 
 from shared.core.errors import StorageError, TriggerUnavailable
@@ -25,6 +26,7 @@ COVER_SKEW_MS = 5_000
 async def serve(services: Services, event: TriggerEvent, trace: str | None = None) -> DrainReport:
     """Serve a drain event: drain the
     queue it names. `trace`: the traceparent the event carried (shared.telemetry.tracing.from_event)."""
+    learn_committed(services, event)
     if covered(services, event):
         # A drainer of this process looked at every lane of the partition after this doorbell's work was stored
         # and found none visible (it had been drained, or another drainer holds it): nothing for this event to do.
@@ -42,6 +44,17 @@ async def serve(services: Services, event: TriggerEvent, trace: str | None = Non
         except TriggerUnavailable:
             raise e from None  # neither service answers: let Service Bus redeliver this event
         return DrainReport(event.queue, event.slot, event.reason.value, outcome="storage-failed")
+
+
+def learn_committed(services: Services, event: TriggerEvent) -> None:
+    """A doorbell that names its batch's committed attempt: this process's drainers, the one already draining the
+    partition too, admit that batch's chunks with no manifest read. A lane's mark names only its latest batch, so
+    a tenant's overlapping submits each read a manifest (and wrote an index entry) otherwise."""
+    if event.reason is not Reason.SUBMITTED or event.batch_id is None or event.attempt is None:
+        return
+    now = time.monotonic()
+    if services.committed.get(event.batch_id, now=now) != event.attempt:
+        services.committed.put(event.batch_id, event.attempt, now=now, accepted_ms=event.ready_ms)
 
 
 def covered(services: Services, event: TriggerEvent) -> bool:

@@ -40,6 +40,12 @@ MAX_WAIT_DELAY_S = 60
 MAX_SKIPS = 20
 
 
+def wait_delay_s(skips: int) -> int:
+    """How long a chunk whose batch is still being submitted is hidden, at its `skips`-th put-back (1 on the
+    first): 1 s, then twice as long each time, at most MAX_WAIT_DELAY_S."""
+    return min(MAX_WAIT_DELAY_S, 1 << min(max(skips, 1) - 1, 6))
+
+
 class Settler:
     def __init__(
         self,
@@ -187,11 +193,12 @@ class Settler:
         return text if text is not None else str(item.message.content)  # cannot happen: the items fitted
 
     async def put_back(self, item: Received, msg: ChunkMessage, delay_s: int | None = None) -> None:
-        """Hide the message for a while without counting an attempt: its batch is still being submitted (for
-        longer at each skip), or the handler's downstream is overloaded (`delay_s`)."""
+        """Hide the message for a while without counting an attempt: its batch is still being submitted (1 s the
+        first time, the least a queue hides a message for, since the submit is most likely committing; twice as
+        long at each skip after), or the handler's downstream is overloaded (`delay_s`)."""
         header = envelope.skipped_header(msg.header) if msg.header.skips < MAX_SKIPS else msg.header
         if delay_s is None:
-            delay_s = min(MAX_WAIT_DELAY_S, 2 ** min(header.skips, 6))
+            delay_s = wait_delay_s(header.skips)
         text = self._text(item, msg, header)
         if await self.update(item, text, delay_s):
             await self.wakeups.wake_at(item.visible_at_ms)

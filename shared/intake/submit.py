@@ -191,10 +191,11 @@ async def _submit(
     claimed = await claim(container, manifest)
     if isinstance(claimed, Submitted):
         log.info("batch %s: Idempotency-Key seen before; answering as first accepted, ringing again", batch_id)
-        await batch_index.record(container, claimed.manifest)  # the same name again: heals a crash before indexing
+        # The same name again: heals a crash before indexing.
+        indexed = await batch_index.record(container, claimed.manifest)
         # Its first submit may have died between commit and doorbell: ring again (one event per queue, and a look
         # armed unless one is; a drainer woken for nothing finds its lanes empty and stops).
-        trigger = await ring(services, claimed.manifest, intake.encoded_bytes)
+        trigger = await ring(services, claimed.manifest, intake.encoded_bytes, committed=indexed)
         return replace(claimed, trigger=trigger)
     manifest, etag = claimed
     try:
@@ -225,7 +226,7 @@ async def _submit(
     accepted_ms = int(accepted_at.timestamp() * 1000)
     committed = (batch_id, manifest.attempt) if indexed else None
     await mark_lanes(services, sorted(set(lanes)), committed, accepted_ms, tenant)
-    trigger = await ring(services, manifest, intake.encoded_bytes, options.not_before)
+    trigger = await ring(services, manifest, intake.encoded_bytes, options.not_before, committed=indexed)
     manifest = manifest.accepted(accepted_at, trigger)
     # Only a deferral costs a second write; a manifest without `trigger` was announced.
     if trigger == "deferred":
@@ -352,16 +353,26 @@ async def abandon(container: ContainerClient, manifest: Manifest, etag: str) -> 
     log.warning("batch %s: submit failed; marked abandoned, its stored chunks will be discarded", manifest.batch_id)
 
 
-async def ring(services: Services, manifest: Manifest, payload_size: int, at: datetime | None = None) -> str:
+async def ring(
+    services: Services, manifest: Manifest, payload_size: int, at: datetime | None = None, *, committed: bool = False
+) -> str:
     """One `submitted` event per queue the batch went to; 'deferred' if Service Bus is unreachable. A batch
     with a not_before (`at`) has its doorbells and its queues' first looks scheduled for then: no poller
-    waits for it meanwhile."""
+    waits for it meanwhile. `committed`: the batch's accepted manifest is committed and indexed, so each event
+    names its attempt and the drainer it reaches admits the batch with no manifest read, as a lane's mark
+    lets it (a batch not indexed yet is admitted by its manifest, which indexes it first)."""
     account = services.settings.account_name
     # Its chunks are stored (and, with a not_before, visible from `at`): a drainer's look begun after that sees them.
     ready_ms = math.ceil(max(time.time(), at.timestamp() if at is not None else 0.0) * 1000)
     events = [
         TriggerEvent(
-            account, queue, Reason.SUBMITTED, payload_size=payload_size, batch_id=manifest.batch_id, ready_ms=ready_ms
+            account,
+            queue,
+            Reason.SUBMITTED,
+            payload_size=payload_size,
+            batch_id=manifest.batch_id,
+            ready_ms=ready_ms,
+            attempt=manifest.attempt if committed else None,
         )
         for queue in manifest.queues
     ]

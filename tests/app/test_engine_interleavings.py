@@ -7,6 +7,7 @@ exception (`HttpResponseError` with the service's 503), which the app's boundary
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -185,6 +186,8 @@ async def test_a_resumed_submit_is_judged_by_its_own_attempt_not_the_first_one(c
     assert report.waiting == 1, "the retry's chunk is put back until the retry commits"
     assert await services.storage.queue(queue).peek_messages() == [], "hidden for a moment, not deleted"
     assert (await services.storage.queue(queue).get_queue_properties()).approximate_message_count == 1
+    await asyncio.sleep(1.5)
+    assert len(await services.storage.queue(queue).peek_messages()) == 1, "hidden for 1 s the first time, not 2"
 
 
 # -- 7 and 10: replay races ---------------------------------------------------------------------------------

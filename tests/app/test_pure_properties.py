@@ -191,9 +191,11 @@ def test_anything_but_a_chunk_envelope_is_refused(text):
     st.one_of(st.none(), st.just("f" * 32)),
     st.integers(0, 9),
     st.one_of(st.none(), st.integers(0, 2**53)),
+    st.one_of(st.none(), st.text("0123456789abcdef", min_size=1, max_size=64)),
 )
-def test_trigger_events_round_trip(reason, size, batch_id, slot, ready_ms):
-    event = TriggerEvent("acct", "work-items", reason, size, batch_id, slot, ready_ms=ready_ms)
+def test_trigger_events_round_trip(reason, size, batch_id, slot, ready_ms, attempt):
+    attempt = attempt if batch_id is not None else None
+    event = TriggerEvent("acct", "work-items", reason, size, batch_id, slot, ready_ms=ready_ms, attempt=attempt)
     assert TriggerEvent.decode(event.encode()) == event
 
 
@@ -202,7 +204,10 @@ def test_trigger_events_round_trip(reason, size, batch_id, slot, ready_ms):
     [b"", b"[]", b"{}", b'{"account":"a","queue":"Bad_Queue","reason":"submitted"}',
      b'{"account":"a","queue":"work-items","reason":"whenever"}',
      b'{"account":"a","queue":"work-items","reason":"submitted","payload_size":-1}', b"x" * 5000,
-     b'{"account":"a","queue":"work-items","reason":"submitted","ready_ms":"soon"}'],
+     b'{"account":"a","queue":"work-items","reason":"submitted","ready_ms":"soon"}',
+     b'{"account":"a","queue":"work-items","reason":"submitted","attempt":"0a1b2c3d4e5f"}',
+     b'{"account":"a","queue":"work-items","reason":"submitted","batch_id":"b","attempt":"../x"}',
+     b'{"account":"a","queue":"work-items","reason":"submitted","batch_id":"b","attempt":"' + b"a" * 65 + b'"}'],
 )  # fmt: skip
 def test_malformed_trigger_events_are_refused_with_a_reason(body):
     with pytest.raises(MalformedEvent):
@@ -516,3 +521,28 @@ EDGES = ['{"a":1,"a":2}', "[1e400]", '["\\ud800"]', '["\ud800"]', "\ufeff[1]", '
 @pytest.mark.parametrize("text", EDGES)
 def test_fast_json_agrees_on_the_edges(text):
     assert_decodes_alike(text)
+
+
+# -- put-backs and the committed attempts' memory --------------------------------------------------------------------
+
+
+def test_a_chunk_of_a_batch_still_submitting_is_hidden_1_s_first_then_twice_as_long_each_time_up_to_a_minute():
+    from shared.engine.settling import MAX_WAIT_DELAY_S, wait_delay_s
+
+    assert [wait_delay_s(n) for n in range(1, 9)] == [1, 2, 4, 8, 16, 32, 60, 60]
+    assert MAX_WAIT_DELAY_S == 60
+
+
+@given(st.lists(st.tuples(st.integers(0, 30), st.one_of(st.none(), st.integers(0, 10**13))), max_size=60))
+def test_the_committed_attempts_keep_each_acceptance_time_once_and_only_for_batches_they_remember(puts):
+    from shared.batch.verdicts import CommittedAttempts
+
+    memory, told = CommittedAttempts(max_entries=8, max_age_s=60.0), {}
+    for n, accepted_ms in puts:
+        memory.put(f"b{n}", "a1", now=0.0, accepted_ms=accepted_ms)
+        told[f"b{n}"] = accepted_ms
+    remembered = {b for b in told if memory.get(b, now=1.0) is not None}
+    assert len(remembered) == min(8, len(told))
+    for batch_id, accepted_ms in told.items():
+        assert memory.take_accepted(batch_id) == (accepted_ms if batch_id in remembered else None)
+        assert memory.take_accepted(batch_id) is None, "taken once"

@@ -28,7 +28,7 @@ CAUGHT = [
     ("list-counts-raw", 97),  # random: the batch list against the status route
     ("export-line-per-record", 97),  # random: the export against the status route
     ("ended-marker-goes-at-last-record", 59),  # random: cancels
-    ("keyed-retry-rings-nothing", 51),  # submit: a look after a 202
+    ("keyed-retry-rings-nothing", 23),  # submit: a look after a 202
     ("no-look-chain", 2),  # storage: the look bound
     ("receive-without-share", 6),  # limits: no receive without a share of HANDLER_MAX_IN_FLIGHT
     ("sub-resolution-wait", 23),  # limits: virtual time stops (the spin 1f3838f fixed)
