@@ -21,6 +21,9 @@ class CommittedAttempts:
         # batch id -> when (epoch ms) it was accepted, as the mark or doorbell that named it said: taken once, by
         # the drainer that handles its first chunk (the wake latency metric); only for batches in `_entries`
         self._accepted: dict[str, int] = {}
+        # batch ids whose entry a doorbell gave (Service Bus, not storage): it admits a chunk of that attempt, and
+        # never condemns one of another (that chunk's manifest is read): a wrong doorbell costs a read, not data
+        self._hints: set[str] = set()
 
     def get(self, batch_id: str, *, now: float) -> str | None:
         entry = self._entries.get(batch_id)
@@ -28,20 +31,40 @@ class CommittedAttempts:
             return None
         attempt, stored = entry
         if now - stored > self.max_age_s:
-            del self._entries[batch_id]
-            self._accepted.pop(batch_id, None)
+            self._forget(batch_id)
             return None
         return attempt
 
-    def put(self, batch_id: str, attempt: str, *, now: float, accepted_ms: int | None = None) -> None:
-        self._entries.pop(batch_id, None)
-        self._accepted.pop(batch_id, None)
+    def judge(self, batch_id: str, attempt: str, *, now: float) -> bool | None:
+        """Whether `attempt` is the batch's committed one: True, False (a stale attempt), or None (not known here,
+        or only a doorbell's word that names another attempt: read the manifest)."""
+        committed = self.get(batch_id, now=now)
+        if committed is None:
+            return None
+        if committed == attempt:
+            return True
+        return None if batch_id in self._hints else False
+
+    def put(
+        self, batch_id: str, attempt: str, *, now: float, accepted_ms: int | None = None, hint: bool = False
+    ) -> None:
+        """Remember the batch's committed attempt, read from storage (its manifest, its lane's mark) or, with
+        `hint`, said by a doorbell: a hint never replaces what is remembered."""
+        if hint and self.get(batch_id, now=now) is not None:
+            return
+        self._forget(batch_id)
         self._entries[batch_id] = (attempt, now)
         if accepted_ms is not None:
             self._accepted[batch_id] = accepted_ms
+        if hint:
+            self._hints.add(batch_id)
         while len(self._entries) > self.max_entries:
-            oldest, _ = self._entries.popitem(last=False)
-            self._accepted.pop(oldest, None)
+            self._forget(next(iter(self._entries)))
+
+    def _forget(self, batch_id: str) -> None:
+        self._entries.pop(batch_id, None)
+        self._accepted.pop(batch_id, None)
+        self._hints.discard(batch_id)
 
     def take_accepted(self, batch_id: str) -> int | None:
         """When the batch was accepted, once: None after the first call, or if no mark or doorbell said."""

@@ -75,13 +75,13 @@ class ChunkWork:
         self.s.ended.listed(await ended.listed(state), started)
 
     async def _committed(self, header: ChunkHeader) -> Admission:
-        committed = self.s.committed.get(header.batch_id, now=self.clock())
-        if committed is not None:
+        known = self.s.committed.judge(header.batch_id, header.attempt, now=self.clock())
+        if known is not None:
             first = header.chunk == 0 and header.gen == 0
             marked = self.s.committed.take_accepted(header.batch_id) if first else None
-            if marked is not None and committed == header.attempt:
+            if marked is not None and known:
                 self._woke(datetime.fromtimestamp(marked / 1000, timezone.utc))
-            return Admission.PROCESS if committed == header.attempt else Admission.STALE
+            return Admission.PROCESS if known else Admission.STALE
         manifest = await self._manifest(header.batch_id)
         verdict = admit(manifest, header.attempt, now=utcnow(), staging_ttl_s=self.settings.staging_ttl_s)
         if verdict is Admission.PROCESS:

@@ -49,12 +49,12 @@ async def serve(services: Services, event: TriggerEvent, trace: str | None = Non
 def learn_committed(services: Services, event: TriggerEvent) -> None:
     """A doorbell that names its batch's committed attempt: this process's drainers, the one already draining the
     partition too, admit that batch's chunks with no manifest read. A lane's mark names only its latest batch, so
-    a tenant's overlapping submits each read a manifest (and wrote an index entry) otherwise."""
+    a tenant's overlapping submits each read a manifest (and wrote an index entry) otherwise. Taken as a hint
+    (`CommittedAttempts.judge`): a chunk of another attempt has its manifest read, never dropped on a doorbell's
+    word, since Service Bus is not where the batch's state lives."""
     if event.reason is not Reason.SUBMITTED or event.batch_id is None or event.attempt is None:
         return
-    now = time.monotonic()
-    if services.committed.get(event.batch_id, now=now) != event.attempt:
-        services.committed.put(event.batch_id, event.attempt, now=now, accepted_ms=event.ready_ms)
+    services.committed.put(event.batch_id, event.attempt, now=time.monotonic(), accepted_ms=event.ready_ms, hint=True)
 
 
 def covered(services: Services, event: TriggerEvent) -> bool:

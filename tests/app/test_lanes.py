@@ -449,6 +449,32 @@ async def test_a_doorbell_names_its_committed_attempt_so_a_batch_no_mark_names_n
     assert (await read_batch_status(services, first))["status"] == "completed"
 
 
+async def test_a_doorbell_that_names_another_attempt_costs_a_manifest_read_never_the_batch_s_chunks(configure) -> None:
+    """Service Bus is not where a batch's state lives: a doorbell naming an attempt that is not the committed one
+    (a forged or corrupted event) must not make the drainer drop the batch's chunks as a replaced attempt's."""
+    from dataclasses import replace
+
+    from shared.core.events import TriggerEvent
+    from shared.engine.serve import serve
+    from tests.app.conftest import another_instance
+
+    publisher = RecordingPublisher()
+    services = configure(publisher=publisher, HANDLER=RECORD)
+    batch_id = await submit_to(services, "w", 3, tenant="acme")
+    await submit_to(services, "x", 3, tenant="acme")  # the lane's mark names this one: the first is the doorbell's
+    doorbell = next(event for event, _ in publisher.events if event.batch_id == batch_id)
+    wrong = replace(doorbell, attempt="0bad0bad0bad")
+    fresh = another_instance(services)
+    try:
+        report = await serve(fresh, TriggerEvent.decode(wrong.encode()))
+    finally:
+        await fresh.storage.close()
+
+    assert (report.items_ok, report.stale) == (6, 0), report
+    assert report.transactions.get("blob.GetBlob", 0) == 2, "the quiet record, and the first batch's manifest"
+    assert (await read_batch_status(services, batch_id))["status"] == "completed"
+
+
 async def test_a_drainer_takes_a_marked_batch_as_committed_without_reading_its_manifest(configure) -> None:
     """A new tenant's first chunk waits for no manifest read: the listing that found its lane carried it."""
     from tests.app.conftest import another_instance, drain_all

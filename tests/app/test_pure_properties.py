@@ -546,3 +546,18 @@ def test_the_committed_attempts_keep_each_acceptance_time_once_and_only_for_batc
     for batch_id, accepted_ms in told.items():
         assert memory.take_accepted(batch_id) == (accepted_ms if batch_id in remembered else None)
         assert memory.take_accepted(batch_id) is None, "taken once"
+
+
+def test_a_doorbell_s_word_admits_its_attempt_but_never_condemns_another_nor_replaces_what_storage_said():
+    from shared.batch.verdicts import CommittedAttempts
+
+    memory = CommittedAttempts()
+    memory.put("said", "a1", now=0.0, hint=True)  # a doorbell
+    assert memory.judge("said", "a1", now=1.0) is True
+    assert memory.judge("said", "a2", now=1.0) is None, "another attempt: read its manifest, do not drop it"
+    memory.put("said", "a2", now=1.0)  # the manifest (or the lane's mark) says otherwise
+    assert memory.judge("said", "a1", now=2.0) is False
+    memory.put("read", "b1", now=0.0)
+    memory.put("read", "b9", now=1.0, hint=True)
+    assert (memory.judge("read", "b1", now=2.0), memory.judge("read", "b9", now=2.0)) == (True, False)
+    assert memory.judge("unknown", "c1", now=2.0) is None
