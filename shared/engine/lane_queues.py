@@ -76,23 +76,46 @@ async def mark(
 
 async def depth(services: Services, name: str) -> int:
     """Approximate message count, invisible messages included (one transaction); 0 for a missing queue."""
+    return (await _depth_and_mark(services, name))[0]
+
+
+async def _depth_and_mark(services: Services, name: str) -> tuple[int, str | None]:
+    """Approximate message count, invisible messages included, and the lane's mark, in one transaction."""
     try:
         async with translated(f"depth of {name}"):
             properties = await services.storage.queue(name).get_queue_properties()
     except ResourceMissing:
-        return 0
-    return int(properties.approximate_message_count or 0)
+        return 0, None
+    return int(properties.approximate_message_count or 0), (properties.metadata or {}).get(MARK)
 
 
-async def depths(services: Services, partition: str, state: ContainerClient | None = None) -> dict[Lane, int]:
+async def depths(
+    services: Services,
+    partition: str,
+    state: ContainerClient | None = None,
+    *,
+    trust_quiet: bool = True,
+    record: bool = False,
+) -> dict[Lane, int]:
     """Each lane's approximate depth: one listing, then, with the partition's quiet record (`state`: one read),
-    one read per lane the record does not hold (a quiet lane is 0 without a read); without it, one per lane."""
+    one read per lane the record does not hold (a quiet lane is 0 without a read, unless not `trust_quiet`);
+    without it, one per lane. `record` (a look's): a lane read empty, hidden messages counted, at the mark it was
+    listed with is added to the quiet record (one write, `record_quiet`), so an idle app reads each empty lane
+    once, not at every look, also when the drainer that emptied it could not write the record."""
     found = await listed(services, partition)
-    quiet = await read_quiet(state, partition) if state is not None else {}
-    return {
-        lane: 0 if quiet.get(name) == (stamp or "") else await depth(services, name)
-        for name, (lane, stamp) in found.items()
-    }
+    read = await read_quiet_versioned(state, partition) if state is not None else ({}, None)
+    depth_of: dict[Lane, int] = {}
+    empty: dict[str, str] = {}
+    for name, (lane, stamp) in found.items():
+        if trust_quiet and read[0].get(name) == (stamp or ""):
+            depth_of[lane] = 0
+            continue
+        depth_of[lane], mark = await _depth_and_mark(services, name)
+        if depth_of[lane] == 0 and mark == stamp and read[0].get(name) != (stamp or ""):
+            empty[name] = stamp or ""
+    if record and empty and state is not None:
+        await record_quiet(state, partition, empty, set(found), read)
+    return depth_of
 
 
 async def any_visible(services: Services, names: list[str]) -> bool:

@@ -26,17 +26,19 @@ async def inspect(services: Services, queue: str, deadline: float, *, thorough: 
     A look trusts the partition's quiet record (a lane recorded quiet costs no read). The timer's look once a
     day is `thorough`, the last net: it reads every lane's depth, and a lane the record holds quiet that it finds
     holding messages (a replay or submit whose second mark failed) is marked again, so drainers look at it.
-    Its cost: one depth read per lane a day (2,000 lanes are 2,000 reads a day; `shared.store.fallback_state`)."""
+    Its cost: one depth read per lane a day (2,000 lanes are 2,000 reads a day; `shared.store.fallback_state`).
+    A lane a look reads empty at its mark is recorded quiet (one write), so the next look reads it no more: a
+    drainer's own record write is best effort, and lanes it left out cost a read at every look until then."""
     state = await services.storage.ensure_container(services.settings.state_container)
     if thorough:
-        lanes = await lane_queues.depths(services, queue)
-        quiet = await lane_queues.read_quiet(state, queue)
+        lanes = await lane_queues.depths(services, queue, state, trust_quiet=False, record=True)
+        quiet = await lane_queues.read_quiet(state, queue) if any(lanes.values()) else {}
         for lane, n in lanes.items():
             if n and lane.name in quiet:
                 log.warning("fallback: lane %s holds %d message(s) but was recorded quiet; marked again", lane.name, n)
                 await lane_queues.mark(services, lane.name)
     else:
-        lanes = await lane_queues.depths(services, queue, state)  # a lane recorded quiet costs no read
+        lanes = await lane_queues.depths(services, queue, state, record=True)  # a lane recorded quiet costs no read
     depth = sum(lanes.values())
     metrics.observe_depth(queue, depth)
     if depth == 0:
