@@ -111,7 +111,7 @@ async def depths(
             depth_of[lane] = 0
             continue
         depth_of[lane], mark = await _depth_and_mark(services, name)
-        if depth_of[lane] == 0 and mark == stamp and read[0].get(name) != (stamp or ""):
+        if depth_of[lane] == 0 and mark == stamp:  # the record is written only if this adds to it
             empty[name] = stamp or ""
     if record and empty and state is not None:
         await record_quiet(state, partition, empty, set(found), read)
@@ -157,13 +157,10 @@ async def read_quiet_versioned(state: ContainerClient, partition: str) -> tuple[
 
 
 async def confirmed_empty(services: Services, name: str, stamp: str | None) -> bool:
-    """Whether the lane holds no message at all, hidden ones included, and still carries `stamp` (one read)."""
-    try:
-        async with translated(f"depth of {name}"):
-            properties = await services.storage.queue(name).get_queue_properties()
-    except ResourceMissing:
-        return stamp is None
-    return not properties.approximate_message_count and (properties.metadata or {}).get(MARK) == stamp
+    """Whether the lane holds no message at all, hidden ones included, and still carries `stamp` (one read; a
+    missing queue carries no mark)."""
+    count, mark = await _depth_and_mark(services, name)
+    return count == 0 and mark == stamp
 
 
 async def record_quiet(

@@ -358,22 +358,14 @@ async def ring(
 ) -> str:
     """One `submitted` event per queue the batch went to; 'deferred' if Service Bus is unreachable. A batch
     with a not_before (`at`) has its doorbells and its queues' first looks scheduled for then: no poller
-    waits for it meanwhile. `committed`: the batch's accepted manifest is committed and indexed, so each event
-    names its attempt and the drainer it reaches admits the batch with no manifest read, as a lane's mark
-    lets it (a batch not indexed yet is admitted by its manifest, which indexes it first)."""
-    account = services.settings.account_name
+    waits for it meanwhile. `committed`: the batch is committed and indexed, so each event names its attempt
+    (a hint its drainer admits the batch by with no manifest read, as by a lane's mark)."""
     # Its chunks are stored (and, with a not_before, visible from `at`): a drainer's look begun after that sees them.
     ready_ms = math.ceil(max(time.time(), at.timestamp() if at is not None else 0.0) * 1000)
+    account, batch_id = services.settings.account_name, manifest.batch_id
+    attempt = manifest.attempt if committed else None
     events = [
-        TriggerEvent(
-            account,
-            queue,
-            Reason.SUBMITTED,
-            payload_size=payload_size,
-            batch_id=manifest.batch_id,
-            ready_ms=ready_ms,
-            attempt=manifest.attempt if committed else None,
-        )
+        TriggerEvent(account, queue, Reason.SUBMITTED, payload_size, batch_id, ready_ms=ready_ms, attempt=attempt)
         for queue in manifest.queues
     ]
     for n, event in enumerate(events):
