@@ -1,0 +1,30 @@
+"""Defects put back into the app's code, one at a time, to show the simulator catches them (RELIABILITY.md,
+"The simulation": the revert table). Each mutant is a patch applied in this process for the length of its
+runs; the app's files are untouched. `python -m sim.mutants [--only NAME[,NAME]] [--seeds N] [--family F]`
+prints, per mutant, the first seed of its family that fails with it in place (and not the same way without
+it) and the invariant that failed, or that none did within its seed budget.
+
+One module per family of defects, each beside the invariant that guards against them: `admission` (handler calls
+of uncommitted or replaced attempts, what a submit answers), `looks` (the look bound), `engine` (held messages,
+handler limits, high starts, time, errors), `reports` (the status route, the batch list, the export), `costs`
+(storage transactions), `lifecycle` (cancel, expiry, notices, replay). `runner` hunts the seeds.
+
+A defect this cannot catch is in the table too, with why (a path the simulated world never takes, a fault it
+does not model). A fix that cannot be put back as a patch of today's code has no mutant.
+"""
+
+from __future__ import annotations
+
+from sim.mutants import admission, costs, engine, lifecycle, looks, reports
+from sim.mutants.base import Mutant
+
+MUTANTS: list[Mutant] = [
+    *admission.MUTANTS,
+    *looks.MUTANTS,
+    *engine.MUTANTS,
+    *reports.MUTANTS,
+    *costs.MUTANTS,
+    *lifecycle.MUTANTS,
+]
+
+__all__ = ["MUTANTS", "Mutant"]

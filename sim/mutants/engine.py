@@ -1,0 +1,195 @@
+"""Defects in the drain engine, caught by the checks that run while a run goes on (`sim.invariants`): messages held
+per drainer, handler calls in flight under HANDLER_MAX_IN_FLIGHT, no receive without a share of it, high starts in
+a row, virtual time that keeps moving, nothing left to the event loop's exception handler."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from shared.core.errors import StorageError
+from shared.core.events import Reason
+from shared.core.lanes import LaneOrder
+from shared.engine import drainer, lane_queues, lane_watch, scaling, settling, wakeups
+from shared.engine.drainer import Drainer
+from shared.engine.fair_slots import FairSlots
+from shared.engine.limits import HandlerLimits
+from shared.engine.wakeups import Wakeups
+from shared.store import leases
+from shared.store.leases import DrainLease
+from sim.mutants.base import Mutant, Unmatched, scoped, swap
+
+HELD = "messages (bound 2 x RECEIVERS x RECEIVE_BATCH"
+LIMITS = "handler calls in flight"
+
+
+@contextmanager
+def _stale_receipt_is_an_error() -> Iterator[None]:
+    class Never(Exception):
+        pass
+
+    yield from swap(settling, "PopReceiptMismatch", Never)
+
+
+@contextmanager
+def _lease_lapses_under_a_slow_renewal() -> Iterator[None]:
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(scoped(leases, "RENEW_TIMEOUT_S", 3600.0))
+        stack.enter_context(scoped(leases, "StorageUnavailable", Unmatched))
+        yield
+
+
+@contextmanager
+def _scale_probe_escapes() -> Iterator[None]:
+    """Issue 18 item 5 (e1e9a7f): a scale-out probe that fails raises out of the receive loop, cutting the chunks
+    of its page off."""
+
+    async def maybe_scale_out(self: Wakeups) -> None:
+        if self.slot != 0 or self.settings.max_drainers_per_queue == 1:
+            return
+        if self.clock() - self._last_scale_check < wakeups.SCALE_CHECK_S:
+            return
+        self._last_scale_check = self.clock()
+        depth = await self._depth()
+        wanted = scaling.drainers_for_depth(depth, per_drainer=self.settings.scale_out_depth,
+                                            maximum=self._most_drainers())  # fmt: skip
+        for slot in range(self._recruited, wanted):
+            await self.publish(Reason.SCALE_OUT, slot=slot)
+        self._recruited = max(self._recruited, wanted)
+
+    yield from swap(Wakeups, "maybe_scale_out", maybe_scale_out)
+
+
+@contextmanager
+def _listing_failure_unretrieved() -> Iterator[None]:
+    """Item 6: a lane listing's outcome is retrieved only by the receiver that awaits it; one that fails after that
+    receiver was cancelled ends as "Task exception was never retrieved"."""
+
+    async def list_once(self: lane_watch.LaneWatch) -> None:
+        if self._listing is None or self._listing.done():
+            self._listing = asyncio.ensure_future(self.list())
+            with contextlib.suppress(StorageError):
+                await asyncio.shield(self._listing)
+
+    yield from swap(lane_watch.LaneWatch, "list_once", list_once)
+
+
+@contextmanager
+def _express_unbounded() -> Iterator[None]:
+    """Item 8: a listing that finds a lane with new work mid-drain starts an express page for it every time, a
+    whole RECEIVE_BATCH each, however many the receivers hold and whether or not one is open for that lane."""
+
+    def woke(self: Drainer, woken: list[str], mid_drain: bool) -> None:
+        lease = self._lease
+        if mid_drain and lease is not None:
+            for lane in woken:
+                if not self.order.may_take(lane, self.clock()):  # HIGH_BURST is item 14's: kept
+                    continue
+                token = self._express_open[lane] = object()
+                self._express_reserved += self.settings.receive_batch  # given back as the page is received
+                task = asyncio.create_task(self._express(lease, lane, self.settings.receive_batch, token))
+                self._receivers.add(task)
+
+    yield from swap(Drainer, "_woke", woke)
+
+
+@contextmanager
+def _express_outlives_session() -> Iterator[None]:
+    """Item 8: the session's receivers are cancelled and awaited before `_lease` is cleared, and a listing still
+    running is not stopped, so a listing can start an express page after the sweep: it receives and hands chunks
+    to the handler after the session released its lease and its share of the handler limits."""
+
+    async def drain(self: Drainer, lease: DrainLease) -> bool:
+        high_burst = self.order.high_burst * self.settings.receive_batch
+        self._slots = FairSlots(self.settings.chunk_concurrency, self.queue_name, high_burst=high_burst)
+        self._receivers = set()
+        if not self.lanes.recently_listed():
+            await self.lanes.list_once()
+        self._quiet_read = await lane_queues.read_quiet_versioned(self.state, self.queue_name)
+        self.quiet = dict(self._quiet_read[0])
+        self.order.start(self.quiet)
+        self._lease = lease
+        self._spawn_receiver(lease)
+        watcher = asyncio.create_task(self.lanes.watch())
+        more = False
+        try:
+            while self._receivers:
+                done, _ = await asyncio.wait(self._receivers, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    self._receivers.discard(task)
+                    ending = task.result()
+                    more = more or ending != "empty"
+                    self._storage_failed = self._storage_failed or ending == "failed"
+                    self._starved = self._starved or ending == "starved"
+        finally:
+            watcher.cancel()
+            for task in self._receivers:
+                task.cancel()
+            await asyncio.gather(watcher, *self._receivers, return_exceptions=True)
+            self._lease = None
+            await self.results.cancel()
+        return more
+
+    yield from swap(Drainer, "_drain", drain)
+
+
+@contextmanager
+def _receive_without_share() -> Iterator[None]:
+    """Item 9: a drainer receives whether or not its claim on the handler limits has room (its chunks wait
+    hidden for a place), and recruiting is not held to the drainers the limits can feed."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(scoped(HandlerLimits, "may_receive", lambda self, now: True))
+        stack.enter_context(scoped(wakeups, "drainers_fed", lambda **kwargs: None))
+        yield
+
+
+@contextmanager
+def _high_burst_unbounded() -> Iterator[None]:
+    """Item 14: high chunks take places before normal ones however many went in a row, and an express page of a
+    high lane is taken whatever the lanes' order says (HIGH_BURST held for pages from the receivers only)."""
+
+    class Unbounded(FairSlots):
+        def __init__(self, places: int, partition: str, *, high_burst: int = 0) -> None:
+            super().__init__(places, partition, high_burst=10**9)
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(scoped(drainer, "FairSlots", Unbounded))
+        stack.enter_context(scoped(LaneOrder, "may_take", lambda self, name, now: name in self.lanes))
+        yield
+
+
+@contextmanager
+def _sub_resolution_wait() -> Iterator[None]:
+    """1f3838f reverted: a session within a millisecond of its deadline is not yet out of time, so its wait for a
+    share of the handler limits waits out a remainder below the clock's resolution, again and again."""
+    yield from swap(drainer, "DEADLINE_SLACK_S", 0.0)
+
+
+MUTANTS = [
+    Mutant("scale-probe-escapes", "e1e9a7f (issue 18 item 5)", "a failed scale-out probe ends the receive loop",
+           _scale_probe_escapes, family="storage"),
+    Mutant("listing-failure-unretrieved", "daedeca (issue 26 item 6)", "a lane listing that fails after its "
+           "receiver was cancelled is never retrieved", _listing_failure_unretrieved, family="storage",
+           expect="exception handler"),
+    Mutant("express-unbounded", "01136fe (issue 26 item 8)", "an express page per listing that finds a lane, a "
+           "whole page each, beside the receivers' pages", _express_unbounded, family="volume", expect=HELD,
+           seeds=20),
+    Mutant("express-outlives-session", "01136fe (issue 26 item 8)", "an express page started by a listing during "
+           "the session's last sweep receives after the lease and the limits' share are given back",
+           _express_outlives_session, family="limits", expect=LIMITS, seeds=100),
+    Mutant("receive-without-share", "01136fe (issue 26 item 9)", "a drainer without a share of "
+           "HANDLER_MAX_IN_FLIGHT receives anyway; recruits beyond what the limits feed", _receive_without_share,
+           family="limits", expect="no share of HANDLER_MAX_IN_FLIGHT", seeds=100),
+    Mutant("high-burst-unbounded", "01136fe (issue 26 item 14)", "high chunks start before normal ones without "
+           "the HIGH_BURST bound; express pages ignore it", _high_burst_unbounded, family="priority",
+           expect="high chunks started in a row", seeds=100),
+    Mutant("stale-receipt-is-an-error", "a8264ba (found here)", "a delete or update with a stale pop receipt takes "
+           "the generic storage-error path", _stale_receipt_is_an_error, family="storage"),
+    Mutant("lease-lapses-under-renewal", "c123cbc (found here)", "a renewal that fails or hangs lets the lease lapse "
+           "under a chunk still in the handler", _lease_lapses_under_a_slow_renewal, family="limits", expect=LIMITS,
+           seeds=100),
+    Mutant("sub-resolution-wait", "1f3838f (found here)", "a session in its last millisecond waits out remainders "
+           "below the clock's resolution", _sub_resolution_wait, family="limits", seeds=100),
+]  # fmt: skip

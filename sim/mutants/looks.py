@@ -1,0 +1,149 @@
+"""Defects that leave work unlooked at, caught by the look bound (`sim.invariants.Looks`): every partition holding
+messages is looked at within the look chain's ceiling plus what may delay a look, and within that bound after a 202."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from shared.batch.batches import Manifest, State
+from shared.core.errors import StorageError
+from shared.engine.drainer import Drainer
+from shared.engine.held import HeldMessages
+from shared.engine.visibility import keeping_invisible
+from shared.engine.wakeups import Wakeups
+from shared.intake import submit
+from shared.store.received import epoch_ms
+from shared.watch import fallback, lookout
+from sim.mutants.base import Mutant, swap
+
+log = logging.getLogger(__name__)
+
+LOOKED = "was not looked at"
+
+
+@contextmanager
+def _no_look_chain() -> Iterator[None]:
+    """Issue 13 reverted (a0942b3): no look chain; a queue whose drainers' own wake-ups are gone waits for the
+    fallback timer (every 6 hours as shipped, every 10 minutes here)."""
+
+    async def arm(services: Any, queue: str, at: datetime | None = None) -> bool:
+        return False
+
+    yield from swap(lookout, "arm", arm)
+
+
+@contextmanager
+def _watchdog_before_hidden_messages() -> Iterator[None]:
+    """Issue 18 item 2 (8ac5131): the drainer does not track when the messages it hid reappear, so its watchdog
+    may come before them and find nothing, should it die."""
+    yield from swap(Wakeups, "note_visible", lambda self, at_ms: None)
+
+
+@contextmanager
+def _left_for_redelivery_without_wakeup() -> Iterator[None]:
+    """Issue 18 item 3 (8ac5131): a message left for redelivery by a failed extension or result write gets no
+    retry-due wake-up for when it reappears."""
+
+    async def handle(self: Drainer, item: Any, placed: Any = None) -> None:
+        try:
+            await keeping_invisible(item, self._process(item, placed), visibility_s=self.settings.visibility_timeout_s,
+                                    clock=self.clock, extended=self.wakeups.note_visible)  # fmt: skip
+        except asyncio.CancelledError:
+            raise
+        except StorageError as e:  # left for redelivery, and nothing scheduled for when it reappears
+            log.warning("chunk message %s left for redelivery: %s", item.message.id, e)
+        except Exception:
+            log.exception("chunk message %s failed unexpectedly", item.message.id)
+        finally:
+            self.lanes.handled += 1
+            self._held -= 1
+
+    yield from swap(HeldMessages, "_handle", handle)
+
+
+@contextmanager
+def _keyed_retry_rings_nothing() -> Iterator[None]:
+    """Item 11: a keyed retry of a batch already accepted answers it without ringing its doorbell or arming a
+    look, so a batch whose first submit died between its commit and its doorbell waits for the timer."""
+    ring = submit.ring
+
+    async def quiet_ring(services: Any, manifest: Manifest, payload_size: int, at: datetime | None = None) -> str:
+        if manifest.state is State.ACCEPTED:  # the replayed answer's manifest, read back as stored
+            return manifest.trigger or "published"
+        return await ring(services, manifest, payload_size, at)
+
+    yield from swap(submit, "ring", quiet_ring)
+
+
+@contextmanager
+def _successor_refused_fails_the_look() -> Iterator[None]:
+    """Item 16: a look whose successor Service Bus refuses fails (and is delivered again, up to 10 times), its
+    chain left naming a look that will not come until GRACE_MS past due."""
+
+    async def refused(services: Any, event: Any, chain: Any, etag: Any, error: Exception) -> None:
+        raise error
+
+    yield from swap(lookout, "successor_refused", refused)
+
+
+@contextmanager
+def _ended_look_redelivered_is_superseded() -> Iterator[None]:
+    """Item 16: a look that wrote the chain ended and then failed (a storage error on its second depth read) is
+    taken as a leftover when it is delivered again: work enqueued meanwhile has no look."""
+    from_json = lookout.Chain.from_json
+
+    def forgetful(doc: Any) -> lookout.Chain:
+        return replace(from_json(doc), ended_by=None)
+
+    yield from swap(lookout.Chain, "from_json", staticmethod(forgetful))
+
+
+@contextmanager
+def _far_look_kept() -> Iterator[None]:
+    """Item 16: a submit to a queue whose look is armed far ahead (its interval grew while messages waited out a
+    retry) leaves it there, instead of bringing it back to the floor."""
+    arm = lookout.arm
+
+    async def keep(services: Any, queue: str, at: datetime | None = None) -> bool:
+        chain, _ = await lookout.read(services, queue)
+        if chain.armed(epoch_ms()):
+            return False
+        return await arm(services, queue, at)
+
+    yield from swap(lookout, "arm", keep)
+
+
+@contextmanager
+def _tick_ends_at_a_failed_partition() -> Iterator[None]:
+    """Item 6: one partition's storage failure ends the timer's tick: the partitions after it are not looked at."""
+
+    async def poll_one(services: Any, queue: str, deadline: float, clock_ms: Any) -> Any:
+        return await fallback.poll_queue(services, queue, deadline, clock_ms)
+
+    yield from swap(fallback, "poll_one", poll_one)
+
+
+MUTANTS = [
+    Mutant("no-look-chain", "a0942b3 (issue 13)", "no look chain: the timer is the only net", _no_look_chain,
+           family="storage", expect=LOOKED),
+    Mutant("watchdog-before-hidden-messages", "8ac5131 (issue 18 item 2)", "a drainer's watchdog may come before "
+           "the messages it hid reappear", _watchdog_before_hidden_messages),
+    Mutant("left-for-redelivery-without-wakeup", "8ac5131 (issue 18 item 3)", "a message left for redelivery by a "
+           "failed write gets no retry-due wake-up", _left_for_redelivery_without_wakeup, family="storage"),
+    Mutant("tick-ends-at-failed-partition", "daedeca (issue 26 item 6)", "one partition's storage failure ends "
+           "the timer's tick", _tick_ends_at_a_failed_partition, family="storage"),
+    Mutant("keyed-retry-rings-nothing", "e65182f (issue 26 item 11)", "a keyed retry of an accepted batch rings "
+           "no doorbell and arms no look", _keyed_retry_rings_nothing, family="submit", expect=LOOKED),
+    Mutant("successor-refused-fails-look", "a25c39d (issue 26 item 16)", "a look whose successor Service Bus "
+           "refuses fails, its chain left armed", _successor_refused_fails_the_look, expect=LOOKED),
+    Mutant("ended-look-redelivered-ignored", "a25c39d (issue 26 item 16)", "a look redelivered after it ended "
+           "the chain is ignored", _ended_look_redelivered_is_superseded, family="storage", expect=LOOKED),
+    Mutant("far-look-kept", "a25c39d (issue 26 item 16)", "a submit leaves a look armed far ahead where it is",
+           _far_look_kept, expect=LOOKED),
+]  # fmt: skip

@@ -1,0 +1,67 @@
+"""Defects in what the reports say, caught by the final checks (`sim.checks`): the status route counts every item once,
+the batch list agrees with it, the export lists each position once with its counts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from shared.batch import results
+from shared.batch.results import settled_counts
+from shared.ops import lifecycle, progress, status
+from sim.mutants.base import Mutant, swap
+
+
+@contextmanager
+def _status_without_size_clamp() -> Iterator[None]:
+    """Issue 18 item 7 (e89735c): the status route counts a chunk's first generation as recorded, not at most
+    the chunk's size."""
+
+    def unclamped(entries: Any, chunks: int, sizes: Any = None) -> dict[int, dict[str, int]]:
+        return settled_counts(entries, chunks)
+
+    yield from swap(status, "settled_counts", unclamped)
+
+
+@contextmanager
+def _list_counts_raw() -> Iterator[None]:
+    """Item 12: the batch list sums the newest record of every lineage as it stands, where the status route
+    counts a generation only up to what its predecessor carried (`settled_counts`)."""
+
+    def raw(entries: Any, chunks: int, sizes: Any = None) -> dict[int, dict[str, int]]:
+        out: dict[int, dict[str, int]] = {}
+        for e in results.newest(entries):
+            counts = out.setdefault(e.chunk, dict.fromkeys(results.KINDS, 0))
+            counts["failed"] += e.failed
+            counts["ok"] += e.ok
+            counts["cancelled"] += e.cancelled
+            counts["expired"] += e.expired
+        return out
+
+    yield from swap(progress, "settled_counts", raw)
+
+
+@contextmanager
+def _export_line_per_record() -> Iterator[None]:
+    """The export writes an item once per record that holds it (two generations of a chunk, or two copies of it,
+    both recording it), not once per position."""
+    chunk_lines = lifecycle._chunk_lines
+
+    def lines(records: list[dict[str, Any]], start: int, size: int, unstarted: bool) -> list[dict[str, Any]]:
+        out = [line for record in records for line in chunk_lines([record], start, size, False)]
+        listed = {line["position"] for line in out}
+        out += [line for line in chunk_lines(records, start, size, unstarted) if line["position"] not in listed]
+        return sorted(out, key=lambda line: line["position"])
+
+    yield from swap(lifecycle, "_chunk_lines", lines)
+
+
+MUTANTS = [
+    Mutant("status-without-size-clamp", "e89735c (issue 18 item 7)", "the status route counts a chunk's first "
+           "generation as recorded", _status_without_size_clamp),
+    Mutant("list-counts-raw", "71e88d8 (issue 26 item 12)", "the batch list counts every newest record as it "
+           "stands, the status route by the counting rule", _list_counts_raw, expect="the list says"),
+    Mutant("export-line-per-record", "none (made here)", "the export lists an item once per record holding it",
+           _export_line_per_record, expect="the export has"),
+]  # fmt: skip
