@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from shared.batch.lifecycle import ENDED_CHECK_S
 from shared.batch.verdicts import CommittedAttempts, EndedBatches
@@ -32,7 +33,7 @@ class Services:
     counter: TransactionCounter
     backoff: BackoffStore
     # arms a queue's look chain; given by the composition root (`shared.runtime`), so nothing here imports a watcher
-    watch: Callable[[Services, str], Awaitable[bool]]
+    watch: Callable[[Services, str, datetime | None], Awaitable[bool]]
     # (queue, slot) pairs this process is draining right now: a duplicate trigger costs no transaction.
     draining: set[tuple[str, int]] = field(default_factory=set)
     # partition -> when (wall clock, ms) the last look of a drainer here that found it without visible work began:
@@ -51,9 +52,10 @@ class Services:
         self.deferred = DeferredTriggers(lambda: self.publisher, self.arm_looks)
         self.large_submits = asyncio.Semaphore(self.settings.max_large_submits)
 
-    async def arm_looks(self, queue: str) -> bool:
-        """Arm `queue`'s look chain (the watcher the composition root plugged in: `shared.watch.lookout.arm`)."""
-        return await self.watch(self, queue)
+    async def arm_looks(self, queue: str, at: datetime | None = None) -> bool:
+        """Arm `queue`'s look chain, its first look not before `at` (the watcher the composition root plugged in:
+        `shared.watch.lookout.arm`)."""
+        return await self.watch(self, queue, at)
 
     async def close(self) -> None:
         await self.deferred.close()

@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from shared.bus.publisher import Publisher
 from shared.core.errors import StorageError, TriggerUnavailable
@@ -29,6 +30,7 @@ GIVE_UP_S = 6 * 3600.0  # the default fallback timer's period: past it, the time
 @dataclass
 class Pending:
     event: TriggerEvent | None  # the doorbell still to ring, or None once it rang
+    at: datetime | None = None  # when it rings and the chain's first look comes: a batch's not_before, or now
     armed: bool = False  # whether the queue's look chain is armed
 
 
@@ -36,50 +38,53 @@ class DeferredTriggers:
     def __init__(
         self,
         publisher: Callable[[], Publisher],
-        arm: Callable[[str], Awaitable[object]],
+        arm: Callable[[str, datetime | None], Awaitable[object]],
         *,
         first_s: float = FIRST_RETRY_S,
     ) -> None:
         self._publisher = publisher  # looked up at each try: the services' publisher may be replaced
         self._arm = arm  # arms a queue's look chain; raises TriggerUnavailable while Service Bus is away
         self._first_s = first_s
-        self._pending: dict[str, Pending] = {}  # one doorbell per queue is enough to wake it
+        # one doorbell per queue and start time is enough to wake it: a doorbell rung now does not wake the
+        # drainer a scheduled batch needs at its start, so each keeps its own
+        self._pending: dict[tuple[str, datetime | None], Pending] = {}
         self._task: asyncio.Task[None] | None = None
 
-    def add(self, event: TriggerEvent, *, rang: bool = False) -> None:
-        """`event`'s doorbell (unless it `rang` already) and its queue's look chain, to be tried again."""
-        pending = self._pending.setdefault(event.queue, Pending(None if rang else event))
+    def add(self, event: TriggerEvent, *, rang: bool = False, at: datetime | None = None) -> None:
+        """`event`'s doorbell (unless it `rang` already) and its queue's look chain, to be tried again; `at`: the
+        moment both were due (a batch's not_before): they are scheduled for it, never rung before."""
+        pending = self._pending.setdefault((event.queue, at), Pending(None if rang else event, at))
         if pending.event is None and not rang:
             pending.event = event
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._retry(), name="deferred triggers")
 
     def pending(self) -> list[str]:
-        return sorted(self._pending)
+        return sorted({queue for queue, _ in self._pending})
 
     async def _retry(self) -> None:
         delay, started = self._first_s, time.monotonic()
         while self._pending and time.monotonic() - started < GIVE_UP_S:
             await asyncio.sleep(delay)
-            for queue, pending in list(self._pending.items()):
+            for key, pending in list(self._pending.items()):
                 try:
-                    await self._try(queue, pending)
+                    await self._try(key[0], pending)
                 except TriggerUnavailable as e:
-                    log.info("deferred trigger for %s still waits for Service Bus: %s", queue, e)
+                    log.info("deferred trigger for %s still waits for Service Bus: %s", key[0], e)
                     break
-                del self._pending[queue]
+                del self._pending[key]
             delay = min(MAX_RETRY_S, delay * 2)
         if self._pending:
             log.warning("gave up re-publishing deferred triggers for %s; the fallback covers", self.pending())
 
     async def _try(self, queue: str, pending: Pending) -> None:
         if pending.event is not None:
-            await self._publisher().publish(pending.event)
+            await self._publisher().publish(pending.event, at=pending.at)
             pending.event = None
             log.warning("deferred trigger for %s published once Service Bus answered", queue)
         if not pending.armed:
             try:
-                await self._arm(queue)
+                await self._arm(queue, pending.at)
             except StorageError as e:  # the doorbell rang; a look chain that cannot be written is the timer's
                 log.warning("could not arm the look chain of %s: %s", queue, e)
             pending.armed = True

@@ -195,7 +195,9 @@ async def _submit(
         indexed = await batch_index.record(container, claimed.manifest)
         # Its first submit may have died between commit and doorbell: ring again (one event per queue, and a look
         # armed unless one is; a drainer woken for nothing finds its lanes empty and stops).
-        trigger = await ring(services, claimed.manifest, intake.encoded_bytes, committed=indexed)
+        # A scheduled batch's doorbells ring at its start, this one's too.
+        at = not_yet(claimed.manifest.not_before)
+        trigger = await ring(services, claimed.manifest, intake.encoded_bytes, at, committed=indexed)
         return replace(claimed, trigger=trigger)
     manifest, etag = claimed
     try:
@@ -376,18 +378,25 @@ async def ring(
                 "batch %s accepted without a trigger (this process tries the trigger again; the fallback covers "
                 "it if this process dies first): %s", manifest.batch_id, e,
             )  # fmt: skip
-            await defer(services, events[n:])
+            await defer(services, events[n:], at)
             return "deferred"
         await lookout.watch(services, event, at=at)
     return "published"
 
 
-async def defer(services: Services, events: Sequence[TriggerEvent]) -> None:
-    """The doorbells that could not ring: this process tries them (and the look chains) again, and the fallback
-    timer looks at their queues at its next tick (its back-off back at the floor) if this process dies first."""
+def not_yet(not_before: str | None) -> datetime | None:
+    """A manifest's not_before while it is still ahead: when its doorbells ring."""
+    when = datetime.fromisoformat(not_before) if not_before is not None else None
+    return when if when is not None and when > datetime.now(timezone.utc) else None
+
+
+async def defer(services: Services, events: Sequence[TriggerEvent], at: datetime | None = None) -> None:
+    """The doorbells that could not ring: this process tries them (and the look chains) again, scheduled for `at`
+    (a batch's not_before) if it is given, and the fallback timer looks at their queues at its next tick (its
+    back-off back at the floor) if this process dies first."""
     now_ms = int(time.time() * 1000)
     for event in events:
-        services.deferred.add(event)
+        services.deferred.add(event, at=at)
         try:
             await services.backoff.save(event.queue, services.backoff.policy.initial(now_ms))
         except StorageError as e:

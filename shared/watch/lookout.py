@@ -135,7 +135,7 @@ async def watch(services: Services, rang: TriggerEvent, at: datetime | None = No
         await arm(services, rang.queue, at)
     except TriggerUnavailable as e:
         log.warning("look chain of %s not armed (this process tries again): %s", rang.queue, e)
-        services.deferred.add(rang, rang=True)
+        services.deferred.add(rang, rang=True, at=at)
     except StorageError as e:
         log.warning("look chain of %s not armed (the fallback timer covers): %s", rang.queue, e)
 
