@@ -13,8 +13,8 @@ from typing import Any
 
 from proton import Data, DataException, Described, int32, symbol, timestamp, ubyte, uint, ulong
 
-from emulators.servicebus.entities import QueueMessage
 from emulators.servicebus.errors import BadRequestError, MessageSizeExceededError
+from emulators.servicebus.messages import QueueMessage
 
 HEADER = 0x70
 DELIVERY_ANNOTATIONS = 0x71

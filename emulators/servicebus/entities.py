@@ -12,85 +12,25 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import Enum, IntEnum
-from typing import Protocol
 
 from emulators.servicebus.config import QueueProperties
 from emulators.servicebus.errors import MessageLockLostError, MessageNotFoundError
+from emulators.servicebus.messages import (
+    MAX_DELIVERY_COUNT_EXCEEDED,
+    TTL_EXPIRED,
+    EnqueueResult,
+    Journal,
+    MessageCounts,
+    MessageState,
+    Outcome,
+    QueueMessage,
+    dead_letter_name,
+    expiry,
+)
 
-DEAD_LETTER_SUFFIX = "/$DeadLetterQueue"
-MAX_DELIVERY_COUNT_EXCEEDED = "MaxDeliveryCountExceeded"
-TTL_EXPIRED = "TTLExpiredException"
 _LOCK_LOST = (
     "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue."
 )
-
-
-class MessageState(IntEnum):
-    """The values of the `x-opt-message-state` annotation."""
-
-    ACTIVE = 0
-    DEFERRED = 1
-    SCHEDULED = 2
-
-
-class Outcome(Enum):
-    COMPLETE = "complete"
-    ABANDON = "abandon"
-    DEFER = "defer"
-    DEAD_LETTER = "dead-letter"
-    RELEASE = "release"
-
-
-@dataclass
-class QueueMessage:
-    sequence_number: int
-    payload: bytes
-    enqueued_ms: int
-    message_id: str | None = None
-    ttl_ms: int | None = None
-    expires_ms: int | None = None
-    state: MessageState = MessageState.ACTIVE
-    scheduled_ms: int | None = None
-    delivery_count: int = 0
-    lock_token: uuid.UUID | None = None
-    locked_until_ms: int | None = None
-    dead_letter_reason: str | None = None
-    dead_letter_description: str | None = None
-
-
-@dataclass(frozen=True)
-class MessageCounts:
-    """A queue's runtime counts, named as Service Bus names them (`active_message_count`, ...)."""
-
-    active_message_count: int
-    scheduled_message_count: int
-    dead_letter_message_count: int
-    locked_message_count: int  # stand-in extra: peek-locked, not yet settled (in `active` or not, see the option)
-    deferred_message_count: int  # stand-in extra: deferred messages are in no Service Bus count but the total
-    total_message_count: int
-
-
-@dataclass(frozen=True)
-class EnqueueResult:
-    sequence_number: int
-    duplicate: bool = False
-
-
-class Journal(Protocol):
-    """Where queue state is made durable; every method is called before the change is acknowledged."""
-
-    def add(self, entity: str, message: QueueMessage) -> None: ...
-
-    def update(self, entity: str, message: QueueMessage) -> None: ...
-
-    def delete(self, entity: str, sequence_number: int) -> None: ...
-
-    def save_next_sequence(self, entity: str, next_sequence: int) -> None: ...
-
-    def save_seen_id(self, entity: str, message_id: str, seen_ms: int, sequence_number: int) -> None: ...
-
-    def delete_seen_id(self, entity: str, message_id: str) -> None: ...
 
 
 @dataclass
@@ -162,7 +102,7 @@ class Queue:
             message.state = MessageState.SCHEDULED
             message.scheduled_ms = scheduled_ms
         else:
-            message.expires_ms = _expiry(now_ms, message.ttl_ms)
+            message.expires_ms = expiry(now_ms, message.ttl_ms)
         self._messages[sequence_number] = message
         self.journal.add(self.name, message)
         if self.properties.requires_duplicate_detection and message_id is not None:
@@ -294,7 +234,7 @@ class Queue:
             message.state = MessageState.ACTIVE
             message.enqueued_ms = message.scheduled_ms
             message.scheduled_ms = None
-            message.expires_ms = _expiry(message.enqueued_ms, message.ttl_ms)
+            message.expires_ms = expiry(message.enqueued_ms, message.ttl_ms)
             self.journal.update(self.name, message)
             self._track(message)
             return True
@@ -418,14 +358,6 @@ class Queue:
                 break
             del self._seen[message_id]
             self.journal.delete_seen_id(self.name, message_id)
-
-
-def _expiry(start_ms: int, ttl_ms: int | None) -> int | None:
-    return None if ttl_ms is None else start_ms + ttl_ms
-
-
-def dead_letter_name(entity: str) -> str:
-    return entity + DEAD_LETTER_SUFFIX
 
 
 def new_queue(name: str, properties: QueueProperties, journal: Journal) -> Queue:

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from proton import UNDESCRIBED, Array, Data, timestamp
 
 from emulators.servicebus import codec
-from emulators.servicebus.entities import Outcome, Queue
+from emulators.servicebus.entities import Queue
 from emulators.servicebus.errors import AmqpError, BadRequestError, NotAllowedError
+from emulators.servicebus.messages import Outcome
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from emulators.servicebus.entities import MessageState, QueueMessage
 from emulators.servicebus.errors import ConfigError
+from emulators.servicebus.messages import MessageState, QueueMessage
 
 log = logging.getLogger(__name__)
 
