@@ -30,7 +30,7 @@ from shared.batch.results import ResultEntry, newest, select, successes
 from shared.core import layout
 from shared.core.errors import BatchConflict, NotFound, PreconditionFailed, ResourceMissing, StorageError
 from shared.ops import notices
-from shared.ops.status import FINAL, batch_status
+from shared.ops.status import FINAL, batch_status, crossed_tolerance, failed_items
 from shared.services import Services
 from shared.store import ended
 from shared.store.result_store import list_entries
@@ -69,21 +69,29 @@ async def cancel(services: Services, batch_id: str) -> dict[str, Any]:
         )
     if batch_status(manifest, entries, now)["status"] in FINAL:
         return await finalize(services, batch_id) or batch_status(manifest, entries, now)
-    settings = services.settings
-    batches = services.storage.container(settings.batches_container)
-    state = await services.storage.ensure_container(settings.state_container)
-    manifest, changed = await ended.end(batches, state, batch_id, lifecycle.CANCELLED, now)
-    if changed:
-        services.ended.add(batch_id)  # this process stops at once; the others within ENDED_CHECK_S
+    await end(services, batch_id, lifecycle.CANCELLED)
     await finalize(services, batch_id)
     manifest, _, entries = await read(services, batch_id)
     return batch_status(manifest, entries, datetime.now(timezone.utc))
+
+
+async def end(services: Services, batch_id: str, how: str) -> None:
+    """End the batch `how` (cancelled | failed) in its manifest and by its marker (`shared.store.ended`)."""
+    settings = services.settings
+    batches = services.storage.container(settings.batches_container)
+    state = await services.storage.ensure_container(settings.state_container)
+    _, changed = await ended.end(batches, state, batch_id, how, datetime.now(timezone.utc))
+    if changed:
+        services.ended.add(batch_id)  # this process stops at once; the others within ENDED_CHECK_S
 
 
 async def finalize(services: Services, batch_id: str) -> dict[str, Any] | None:
     """If the batch is final and not yet stamped so: stamp it, store its completion notice and answer its final
     status (None otherwise). An ended batch's marker stays (`shared.store.ended.KEEP_S`)."""
     manifest, etag, entries = await read(services, batch_id)
+    if crossed_tolerance(manifest, failed_items(manifest, entries)):  # its drainer died or failed to end it
+        await end(services, batch_id, lifecycle.FAILED)
+        manifest, etag, entries = await read(services, batch_id)
     status = batch_status(manifest, entries, datetime.now(timezone.utc))
     if status["status"] not in FINAL:
         return None

@@ -26,7 +26,7 @@ def batch_progress(batch: IndexEntry, found: Iterable[ResultEntry], now: datetim
     discarded = sum(c["cancelled"] + c["expired"] for c in counted)  # of an ended or expired batch, never run
     settled = succeeded + failed
     complete = settled + discarded >= batch.items
-    if complete and discarded:
+    if complete and (discarded or lifecycle.tripped(failed, batch.items, batch.max_failed_fraction)):
         status = "ended"  # cancelled, failed by its tolerance or expired: its own status route says which
     elif complete:
         status = "completed_with_failures" if failed else "completed"

@@ -29,6 +29,8 @@ def batch_status(manifest: Manifest, entries: Iterable[ResultEntry], now: dateti
     done_chunks = {c for c, n in by_chunk.items() if sum(n.values()) >= manifest.chunk_sizes[c]}
     poisoned_chunks = {e.chunk for e in entries if e.failed > 0}
     accepted = manifest.state is State.ACCEPTED
+    # Past its failure tolerance it is failed, whether or not the drainer that crossed it lived to end it.
+    how_ended = manifest.ended or (lifecycle.FAILED if crossed_tolerance(manifest, failed) else None)
     # Ended long enough before its start that no chunk of it can ever run: final now, the rest cancelled.
     unstarted = accepted and lifecycle.never_started(manifest)
     complete = accepted and (len(done_chunks) == manifest.chunks or unstarted)
@@ -36,8 +38,8 @@ def batch_status(manifest: Manifest, entries: Iterable[ResultEntry], now: dateti
         total["cancelled"] = manifest.items - succeeded - failed - total["expired"]
         done_chunks = set(range(manifest.chunks))
     if complete:
-        if manifest.ended is not None:
-            status = manifest.ended  # cancelled | failed
+        if how_ended is not None:
+            status = how_ended  # cancelled | failed
         elif total["expired"]:
             status = "expired"
         else:
@@ -80,14 +82,30 @@ def batch_status(manifest: Manifest, entries: Iterable[ResultEntry], now: dateti
         "first_result_at": times[0].isoformat() if times else None,
         "last_result_at": times[-1].isoformat() if times else None,
         "completed_at": (times[-1].isoformat() if times else manifest.ended_at) if complete else None,
-        **lifecycle_view(manifest),
+        **lifecycle_view(manifest, how_ended),
     }
 
 
-def lifecycle_view(manifest: Manifest) -> dict[str, Any]:
-    """What the batch asked for and how it was ended, only where it has any."""
+def crossed_tolerance(manifest: Manifest, failed: int) -> bool:
+    """Not yet ended or stamped final, and more than its max_failed_fraction of its items failed for good: the
+    drainer that recorded the crossing ends it (`shared.engine.chunks`), and should that drainer die or fail to,
+    this rule makes it `failed` all the same, and `finalize` (`shared.ops.lifecycle`) ends it."""
+    unjudged = manifest.ended is None and manifest.final_status is None and manifest.state is State.ACCEPTED
+    return unjudged and lifecycle.tripped(failed, manifest.items, manifest.max_failed_fraction)
+
+
+def failed_items(manifest: Manifest, entries: Iterable[ResultEntry]) -> int:
+    """Its items failed for good, by the one counting rule."""
+    counted = settled_counts(newest(entries), manifest.chunks, manifest.chunk_sizes).values()
+    return sum(c["failed"] for c in counted)
+
+
+def lifecycle_view(manifest: Manifest, how_ended: str | None = None) -> dict[str, Any]:
+    """What the batch asked for and how it was ended (`how_ended`: as the status rule judged it), only where it
+    has any."""
     fields = ("expires_at", "not_before", "max_failed_fraction", "ended_at")
     out = {name: getattr(manifest, name) for name in fields if getattr(manifest, name) is not None}
-    if manifest.ended is not None:
-        out["ended_by"] = "cancel" if manifest.ended == lifecycle.CANCELLED else "max_failed_fraction"
+    how_ended = how_ended or manifest.ended
+    if how_ended is not None:
+        out["ended_by"] = "cancel" if how_ended == lifecycle.CANCELLED else "max_failed_fraction"
     return out

@@ -49,6 +49,7 @@ class IndexEntry:
     created_at: str
     accepted_at: str
     not_before: str | None = None  # its start, when it asked for one (entries written before this have none)
+    max_failed_fraction: float | None = None  # its failure tolerance, when it set one (likewise)
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,8 @@ def metadata(manifest: Manifest) -> dict[str, str]:
     }
     if manifest.not_before is not None:  # so the list can say `scheduled` without reading the manifest
         meta["not_before"] = manifest.not_before
+    if manifest.max_failed_fraction is not None:  # so the list can say it ended past its tolerance
+        meta["max_failed_fraction"] = repr(manifest.max_failed_fraction)
     return meta
 
 
@@ -90,7 +93,13 @@ def entry(name: str, meta: Mapping[str, str] | None) -> IndexEntry | None:
         created, accepted = meta["created_at"], meta["accepted_at"]
     except (KeyError, ValueError):
         return None
-    return IndexEntry(found["batch_id"], items, chunks, created, accepted, meta.get("not_before"))
+    try:
+        fraction = float(meta["max_failed_fraction"]) if "max_failed_fraction" in meta else None
+    except ValueError:
+        fraction = None  # not ours: the list judges it as one without a tolerance
+    return IndexEntry(
+        found["batch_id"], items, chunks, created, accepted, meta.get("not_before"), max_failed_fraction=fraction
+    )
 
 
 def decode_token(token: str) -> str:
