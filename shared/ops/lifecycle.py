@@ -86,22 +86,23 @@ async def end(services: Services, batch_id: str, how: str) -> None:
 
 
 async def finalize(services: Services, batch_id: str) -> dict[str, Any] | None:
-    """If the batch is final and not yet stamped so: stamp it, store its completion notice and answer its final
-    status (None otherwise). An ended batch's marker stays (`shared.store.ended.KEEP_S`)."""
+    """If the batch is final and not yet stamped so: store its completion notice, stamp it and answer its final
+    status (None otherwise). The notice comes first (create-only, idempotent), so that whatever dies between
+    the two writes, a stamped batch has its notice; one that died before the stamp is stamped by the next
+    caller, and the timer's sweep (`shared.ops.notice_sweep`) is that caller when nothing else comes. An ended
+    batch's marker stays (`shared.store.ended.KEEP_S`)."""
     manifest, etag, entries = await read(services, batch_id)
     if crossed_tolerance(manifest, failed_items(manifest, entries)):  # its drainer died or failed to end it
         await end(services, batch_id, lifecycle.FAILED)
         manifest, etag, entries = await read(services, batch_id)
     status = batch_status(manifest, entries, datetime.now(timezone.utc))
-    if status["status"] not in FINAL:
+    if status["status"] not in FINAL or manifest.final_status is not None:
         return None
-    settings = services.settings
-    if manifest.final_status is not None:
-        return None
+    await notices.batch_final(services, manifest, status)  # none unless it named a callback
     stamped = replace(manifest, final_status=status["status"], finished_at=datetime.now(timezone.utc).isoformat())
     try:
         await write_json(
-            services.storage.container(settings.batches_container),
+            services.storage.container(services.settings.batches_container),
             layout.manifest_blob(batch_id),
             stamped.to_json(),
             etag=etag,
@@ -109,13 +110,27 @@ async def finalize(services: Services, batch_id: str) -> dict[str, Any] | None:
     except PreconditionFailed:
         return None  # changed meanwhile: whoever changed it (or the next look) decides
     log.info("batch %s final: %s (%s)", batch_id, status["status"], status["items"])
-    await notices.batch_final(services, stamped, status)  # none unless it named a callback
     return status
+
+
+async def noticed(services: Services, batch_id: str) -> bool:
+    """For the sweep, of a batch it found without a notice: store the notice of a batch that is final (stamped or
+    not); whether it stored one (False while the batch is not final, or names no callback)."""
+    manifest, _, entries = await read(services, batch_id)
+    status = batch_status(manifest, entries, datetime.now(timezone.utc))
+    if manifest.callback_url is None or status["status"] not in FINAL:
+        return False
+    if manifest.final_status is None:
+        await finalize(services, batch_id)  # stores the notice, then stamps
+        return True
+    await notices.batch_final(services, manifest, status)  # stamped by a process that died before its notice
+    return True
 
 
 async def finalize_all(services: Services, batch_ids: Iterable[str]) -> None:
     """After a drain execution: did any batch it recorded results of become final? Best effort (a batch not
-    noticed now is noticed by the next execution that records of it, or by a cancel)."""
+    noticed now is noticed by the next execution that records of it, a cancel, or for a batch with a callback
+    the timer's sweep)."""
     for batch_id in sorted(batch_ids):
         try:
             await finalize(services, batch_id)

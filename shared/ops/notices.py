@@ -251,18 +251,25 @@ async def for_status(services: Services, manifest: Manifest, status: dict[str, A
     return notice.view()
 
 
-async def sweep(services: Services) -> int:
-    """The fallback timer's net: publish the attempt of every pending notice STALL_S overdue. One listing (with
-    metadata, no reads) per 5,000 notices; how many it published."""
+async def listed(services: Services) -> dict[str, dict[str, str]]:
+    """Every stored notice's metadata by batch id: one listing (with metadata, no reads) per 5,000 notices."""
     state = await services.storage.ensure_container(services.settings.state_container)
-    now = time.time()
-    overdue = []
+    found = {}
     async with translated("list notices"):
         async for blob in state.list_blobs(name_starts_with=PREFIX, include=["metadata"]):
-            meta = blob.metadata or {}
-            due = meta.get("next_due", "")
-            if meta.get("state") == "pending" and due.isdigit() and int(due) < now - STALL_S:
-                overdue.append(blob.name.removeprefix(PREFIX).removesuffix(".json"))
+            found[blob.name.removeprefix(PREFIX).removesuffix(".json")] = dict(blob.metadata or {})
+    return found
+
+
+async def sweep(services: Services, found: dict[str, dict[str, str]]) -> int:
+    """The fallback timer's net: publish the attempt of every pending notice of `found` (`listed`) STALL_S
+    overdue; how many it published."""
+    now = time.time()
+    overdue = []
+    for batch_id, meta in found.items():
+        due = meta.get("next_due", "")
+        if meta.get("state") == "pending" and due.isdigit() and int(due) < now - STALL_S:
+            overdue.append(batch_id)
     published = 0
     for batch_id in overdue:
         log.warning("batch %s: its notice is overdue and no attempt ran; publishing one", batch_id)

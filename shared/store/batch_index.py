@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -50,6 +50,7 @@ class IndexEntry:
     accepted_at: str
     not_before: str | None = None  # its start, when it asked for one (entries written before this have none)
     max_failed_fraction: float | None = None  # its failure tolerance, when it set one (likewise)
+    callback: bool = False  # it named a callback_url (entries written before this say not): the notice sweep's filter
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,8 @@ def metadata(manifest: Manifest) -> dict[str, str]:
         meta["not_before"] = manifest.not_before
     if manifest.max_failed_fraction is not None:  # so the list can say it ended past its tolerance
         meta["max_failed_fraction"] = repr(manifest.max_failed_fraction)
+    if manifest.callback_url is not None:  # so the notice sweep finds it without reading the manifest
+        meta["callback"] = "1"
     return meta
 
 
@@ -98,7 +101,14 @@ def entry(name: str, meta: Mapping[str, str] | None) -> IndexEntry | None:
     except ValueError:
         fraction = None  # not ours: the list judges it as one without a tolerance
     return IndexEntry(
-        found["batch_id"], items, chunks, created, accepted, meta.get("not_before"), max_failed_fraction=fraction
+        found["batch_id"],
+        items,
+        chunks,
+        created,
+        accepted,
+        meta.get("not_before"),
+        max_failed_fraction=fraction,
+        callback=meta.get("callback") == "1",
     )
 
 
@@ -151,3 +161,19 @@ async def page(container: ContainerClient, limit: int, continuation: str | None 
         raise
     next_marker = pages.continuation_token
     return IndexPage(entries, next_marker or None)
+
+
+async def since(container: ContainerClient, oldest: datetime) -> AsyncIterator[IndexEntry]:
+    """The entries of the batches accepted at `oldest` or later, newest first: one ListBlobs call per 5,000 of
+    them, and the listing stops at the first older one (names sort by accepted time)."""
+    last = blob_name("f" * 32, oldest)  # the oldest name still wanted
+    try:
+        async with translated("list the batch index"):
+            async for blob in container.list_blobs(name_starts_with=PREFIX, include=["metadata"]):
+                if blob.name > last:
+                    return
+                found = entry(blob.name, blob.metadata)
+                if found is not None:
+                    yield found
+    except ResourceMissing:
+        return  # no batch was ever accepted
