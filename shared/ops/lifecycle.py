@@ -91,7 +91,12 @@ async def finalize(services: Services, batch_id: str) -> dict[str, Any] | None:
     the two writes, a stamped batch has its notice; one that died before the stamp is stamped by the next
     caller, and the timer's sweep (`shared.ops.notice_sweep`) is that caller when nothing else comes. An ended
     batch's marker stays (`shared.store.ended.KEEP_S`)."""
-    manifest, etag, entries = await read(services, batch_id)
+    return await _finalized(services, batch_id, *await read(services, batch_id))
+
+
+async def _finalized(
+    services: Services, batch_id: str, manifest: Manifest, etag: str, entries: list[ResultEntry]
+) -> dict[str, Any] | None:
     if crossed_tolerance(manifest, failed_items(manifest, entries)):  # its drainer died or failed to end it
         await end(services, batch_id, lifecycle.FAILED)
         manifest, etag, entries = await read(services, batch_id)
@@ -114,15 +119,14 @@ async def finalize(services: Services, batch_id: str) -> dict[str, Any] | None:
 
 
 async def noticed(services: Services, batch_id: str) -> bool:
-    """For the sweep, of a batch it found without a notice: store the notice of a batch that is final (stamped or
-    not); whether it stored one (False while the batch is not final, or names no callback)."""
-    manifest, _, entries = await read(services, batch_id)
-    status = batch_status(manifest, entries, datetime.now(timezone.utc))
-    if manifest.callback_url is None or status["status"] not in FINAL:
+    """For the sweep, of a batch it found without a notice: if it is final (stamped or not), store its notice
+    (and stamp it); whether it did. Two storage calls for a batch still running."""
+    manifest, etag, entries = await read(services, batch_id)
+    if manifest.callback_url is None:
         return False
     if manifest.final_status is None:
-        await finalize(services, batch_id)  # stores the notice, then stamps
-        return True
+        return await _finalized(services, batch_id, manifest, etag, entries) is not None
+    status = batch_status(manifest, entries, datetime.now(timezone.utc))
     await notices.batch_final(services, manifest, status)  # stamped by a process that died before its notice
     return True
 
