@@ -1,11 +1,14 @@
-"""Result blobs: the records of many chunks in one blob, and the newest record of each lineage wins (pure).
+"""Result blobs: the records of many chunks in one blob, and which record of a lineage counts (pure).
 
 A chunk's outcome is a `ResultRecord`, keyed by its lineage (chunk, generation, first position). The drain
 writes the records that settle close together in one blob per batch (a group commit, `shared.store.result_store`),
 so a busy drain pays one PutBlob for many chunks and an idle one waits for nobody. A chunk redelivered after
 a crash between that write and its delete records its lineage again, in another blob. Readers keep, per
 lineage, the record of the latest attempt (the queue's dequeue count only grows; a tie goes to the later
-blob name, which starts with the writer's clock): what overwriting one blob per lineage used to do.
+blob name, which starts with the writer's clock): what overwriting one blob per lineage used to do. With one
+exception: an outcome once recorded is never replaced by a discard. A chunk handled and recorded whose delete
+was lost comes back after its batch was cancelled or expired, and is discarded unrun under a newer attempt;
+the handled record still counts, and the discard settles only the items that record left `retrying` (`newest`).
 
 Each blob's metadata lists its records' keys, attempts and counts, so batch status is one listing, no reads.
 Blobs written before grouping (one per lineage, `{batch}/{chunk}/{gen}-{first}.json`) are read the same way.
@@ -14,7 +17,7 @@ Blobs written before grouping (one per lineage, `{batch}/{chunk}/{gen}-{first}.j
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -42,10 +45,20 @@ class ResultEntry:
     blob: str = ""
     cancelled: int = 0
     expired: int = 0
+    then: ResultEntry | None = None  # a newer discard of the lineage that settled items this record left retrying
 
     @property
     def key(self) -> Key:
         return self.chunk, self.gen, self.first
+
+    @property
+    def handled(self) -> bool:
+        """A record of items the handler gave an outcome for, not only of items discarded unrun."""
+        return bool(self.ok or self.failed or self.retrying)
+
+    def later(self, other: ResultEntry) -> bool:
+        """Written by a later attempt than `other` (a tie goes to the later blob)."""
+        return (self.attempt, self.blob) > (other.attempt, other.blob)
 
 
 def blob_metadata(doc: Mapping[str, Any]) -> dict[str, str]:
@@ -95,13 +108,61 @@ def entries(name: str, meta: Mapping[str, str], written_at: datetime) -> list[Re
 
 
 def newest(found: Iterable[ResultEntry]) -> list[ResultEntry]:
-    """One entry per lineage: the latest attempt's, ties to the later blob."""
-    best: dict[Key, ResultEntry] = {}
+    """One entry per lineage: its latest record of handled items, whatever the attempts of its discards (an
+    outcome once recorded is never replaced by a discard); the latest discard only where no delivery handled it.
+    A discard later than the handled record settles the items that record left retrying (its update was lost,
+    the message came back and its batch had ended): the entry counts them discarded and names it (`then`)."""
+    handled: dict[Key, ResultEntry] = {}
+    discards: dict[Key, ResultEntry] = {}
     for e in found:
+        best = handled if e.handled else discards
         held = best.get(e.key)
-        if held is None or (e.attempt, e.blob) > (held.attempt, held.blob):
+        if held is None or e.later(held):
             best[e.key] = e
-    return sorted(best.values(), key=lambda e: e.key)
+    chosen = []
+    for key in sorted(handled.keys() | discards.keys()):
+        record, discard = handled.get(key), discards.get(key)
+        if record is None:
+            assert discard is not None
+            chosen.append(discard)
+        elif discard is None or not record.retrying or not discard.later(record):
+            chosen.append(record)
+        else:
+            chosen.append(_covered(record, discard))
+    return chosen
+
+
+def _covered(record: ResultEntry, discard: ResultEntry) -> ResultEntry:
+    cancelled = min(record.retrying, discard.cancelled)
+    expired = min(record.retrying - cancelled, discard.expired)
+    return replace(
+        record,
+        retrying=record.retrying - cancelled - expired,
+        cancelled=record.cancelled + cancelled,
+        expired=record.expired + expired,
+        then=discard,
+    )
+
+
+def covered(record: Mapping[str, Any], discard: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A handled record's document as it counts (`newest`): the items it left retrying that a later discard of
+    its lineage holds, moved to that discard's kind (a copy; the record itself when there is no such discard)."""
+    if discard is None:
+        return dict(record)
+    left = set(record.get("retrying") or [])
+    out = dict(record)
+    moved: set[int] = set()
+    for kind in ("cancelled", "expired"):
+        taken = [p for p in discard.get(kind) or [] if p in left and p not in moved]
+        moved.update(taken)
+        if taken:
+            out[kind] = [*(record.get(kind) or []), *taken]
+    out["retrying"] = [p for p in record.get("retrying") or [] if p not in moved]
+    known = {p for p, _ in record.get("ids") or []}
+    ids = [*(record.get("ids") or []), *([p, i] for p, i in discard.get("ids") or [] if p in moved and p not in known)]
+    if ids:
+        out["ids"] = ids
+    return out
 
 
 KINDS = ("failed", "ok", "cancelled", "expired")  # the order in which a chunk's settled items are counted
@@ -153,6 +214,12 @@ def successes(record: Mapping[str, Any]) -> list[tuple[int, Any]]:
     if ok and isinstance(ok[0], dict):  # the layout before grouping: [{"i": position, "value": value}]
         return [(e["i"], e.get("value")) for e in ok]
     return list(zip(ok, record.get("values") or [None] * len(ok), strict=True))
+
+
+def settled_positions(record: Mapping[str, Any]) -> set[int]:
+    """The positions a record settled: ok, failed, or discarded unrun (not those it left retrying)."""
+    settled = {p for p, _ in successes(record)} | {f["i"] for f in record.get("failed") or []}
+    return settled | set(record.get("cancelled") or []) | set(record.get("expired") or [])
 
 
 def select(doc: dict[str, Any], entry: ResultEntry) -> dict[str, Any] | None:

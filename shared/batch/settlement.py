@@ -33,10 +33,13 @@ class ResultRecord:
     cancelled: list[int] = field(default_factory=list)  # discarded unrun: its batch was ended
     expired: list[int] = field(default_factory=list)  # discarded unrun: its batch's expires_at had passed
     ids: list[tuple[int, str | int]] = field(default_factory=list)  # (position, the item's own "id") where it has one
+    lineage_first: int | None = None  # its message's first position, where the record holds only some of them
 
     @property
     def first(self) -> int:
         """The lineage key of this record: the first position its message carried."""
+        if self.lineage_first is not None:
+            return self.lineage_first
         positions = [p for p, _ in self.ok] + [f.position for f in self.failed] + self.retrying
         return min(positions + self.cancelled + self.expired, default=0)
 
@@ -120,10 +123,19 @@ def item_ids(positions: Sequence[int], items: Sequence[Any] | None) -> list[tupl
 
 
 def discarded(
-    header_batch: str, chunk: int, gen: int, attempt: int, positions: Sequence[int], items: Sequence[Any], *, why: str
+    header_batch: str,
+    chunk: int,
+    gen: int,
+    attempt: int,
+    positions: Sequence[int],
+    items: Sequence[Any],
+    *,
+    why: str,
+    first: int | None = None,
 ) -> ResultRecord:
-    """The record of a chunk discarded unrun: its items `cancelled` or `expired` (`why`)."""
+    """The record of a chunk discarded unrun: its items `cancelled` or `expired` (`why`); `first` is its message's
+    first position where only some of its items are discarded (the others were recorded already)."""
     cancelled = list(positions) if why == "cancelled" else []
     expired = list(positions) if why == "expired" else []
     ids = item_ids(positions, items)
-    return ResultRecord(header_batch, chunk, gen, attempt, [], [], [], {}, cancelled, expired, ids)
+    return ResultRecord(header_batch, chunk, gen, attempt, [], [], [], {}, cancelled, expired, ids, first)

@@ -28,7 +28,7 @@ from shared.handlers import ChunkContext, ChunkResult, ItemOutcome, checked, is_
 from shared.services import Services
 from shared.store import batch_index, ended
 from shared.store.received import Received, epoch_ms, utcnow
-from shared.store.result_store import list_entries
+from shared.store.result_store import list_entries, unsettled
 from shared.store.storage import read_bytes, read_json
 from shared.telemetry import metrics, tracing
 
@@ -168,14 +168,26 @@ class ChunkWork:
             self._observe(span, len(items), settlement)
         return msg, items, positions, settlement
 
-    async def discard(self, item: Received, msg: ChunkMessage, verdict: Admission) -> ResultRecord:
+    async def discard(self, item: Received, msg: ChunkMessage, verdict: Admission) -> ResultRecord | None:
         """The record of a chunk of an ended or expired batch, its items discarded unrun (a claim-check chunk's
-        blob is read once, for its items' ids). Raises like `work` if its items cannot be loaded."""
+        blob is read once, for its items' ids); None if every item already has an outcome. Raises like `work` if
+        its items cannot be loaded. A chunk tried before may have been handled and recorded by a delivery whose
+        delete was lost: only the items no record of its lineage settled are discarded (one listing of the
+        batch's results and a read of that record, for such chunks only)."""
         items, positions = await self._load_items(msg)
         header = msg.header
         attempt = max(1, int(item.message.dequeue_count or 1) - header.skips)
         why = "expired" if verdict is Admission.EXPIRED else "cancelled"
-        return discarded(header.batch_id, header.chunk, header.gen, attempt, positions, items, why=why)
+        if attempt == 1 or not positions:
+            return discarded(header.batch_id, header.chunk, header.gen, attempt, positions, items, why=why)
+        first = min(positions)
+        container = self.s.storage.container(self.settings.results_container)
+        left = set(await unsettled(container, header.batch_id, (header.chunk, header.gen, first), positions))
+        if not left:
+            return None
+        kept = [(p, i) for p, i in zip(positions, items, strict=True) if p in left]
+        positions, items = [p for p, _ in kept], [i for _, i in kept]
+        return discarded(header.batch_id, header.chunk, header.gen, attempt, positions, items, why=why, first=first)
 
     async def tolerance(self, header: ChunkHeader, record: ResultRecord) -> None:
         """After a chunk recorded failures for good: end its batch `failed` if more than its max_failed_fraction

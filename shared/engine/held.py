@@ -140,7 +140,10 @@ class HeldMessages:
         except (MalformedEnvelope, ResourceMissing) as e:
             await self.settler.poison_raw(item, f"chunk {msg.header.chunk} of batch {msg.header.batch_id}: {e}")
             return
-        await self.settler.discard(item, record)
+        if record is None:  # a delivery before it recorded every item (its delete was lost): nothing to add
+            await self.settler.delete(item)
+        else:
+            await self.settler.discard(item, record)
         self.report.batches.add(msg.header.batch_id)
 
     async def _overloaded(

@@ -16,7 +16,6 @@ together). Memory: the listing's entries (a few dozen bytes per chunk) and one w
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
@@ -26,15 +25,15 @@ from typing import Any
 
 from shared.batch import lifecycle
 from shared.batch.batches import Manifest, State, is_batch_id
-from shared.batch.results import ResultEntry, newest, select, successes
+from shared.batch.results import ResultEntry, newest, successes
 from shared.core import layout
 from shared.core.errors import BatchConflict, NotFound, PreconditionFailed, ResourceMissing, StorageError
 from shared.ops import notices
 from shared.ops.status import FINAL, batch_status, crossed_tolerance, failed_items
 from shared.services import Services
 from shared.store import ended
-from shared.store.result_store import list_entries
-from shared.store.storage import read_json, write_json
+from shared.store.result_store import list_entries, read_chosen
+from shared.store.storage import write_json
 
 log = logging.getLogger(__name__)
 
@@ -180,21 +179,9 @@ async def export(
 
 async def _window_records(results: Any, wanted: list[ResultEntry]) -> dict[int, list[dict[str, Any]]]:
     """The record documents `wanted` describes, by chunk (each blob read once for the window)."""
-    by_blob: dict[str, list[ResultEntry]] = {}
-    for entry in wanted:
-        by_blob.setdefault(entry.blob, []).append(entry)
-    gate = asyncio.Semaphore(READ_CONCURRENCY)
     out: dict[int, list[dict[str, Any]]] = {}
-
-    async def one(name: str, described: list[ResultEntry]) -> None:
-        async with gate:
-            doc, _ = await read_json(results, name)
-        for entry in described:
-            record = select(doc, entry)
-            if record is not None:
-                out.setdefault(entry.chunk, []).append(record)
-
-    await asyncio.gather(*(one(name, described) for name, described in by_blob.items()))
+    for record in await read_chosen(results, wanted, concurrency=READ_CONCURRENCY):
+        out.setdefault(record["chunk"], []).append(record)
     return out
 
 

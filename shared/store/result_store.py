@@ -99,17 +99,42 @@ async def list_entries(container: ContainerClient, batch_id: str) -> list[Result
     return found
 
 
+async def unsettled(container: ContainerClient, batch_id: str, key: results.Key, positions: list[int]) -> list[int]:
+    """Of `positions` (a chunk message's, about to be discarded unrun), those no record of its lineage `key` has
+    settled: a delivery of it may have been recorded before its delete was lost, and an outcome once recorded
+    stays. One listing of the batch's results, and a read of the record when its lineage has one."""
+    chosen = [e for e in results.newest(await list_entries(container, batch_id)) if e.key == key]
+    settled: set[int] = set()
+    for record in await read_chosen(container, chosen):
+        settled.update(results.settled_positions(record))
+    return [p for p in positions if p not in settled]
+
+
 async def read_records(container: ContainerClient, batch_id: str) -> list[dict[str, Any]]:
-    """The newest record document of each lineage of a batch (one listing, one read per blob holding one)."""
-    chosen = results.newest(await list_entries(container, batch_id))
-    by_blob: dict[str, list[ResultEntry]] = {}
-    for entry in chosen:
-        by_blob.setdefault(entry.blob, []).append(entry)
+    """The record document of each lineage of a batch as it counts (`results.newest`): one listing, one read per
+    blob holding one."""
+    return await read_chosen(container, results.newest(await list_entries(container, batch_id)))
+
+
+async def read_chosen(
+    container: ContainerClient, chosen: list[ResultEntry], *, concurrency: int = 1
+) -> list[dict[str, Any]]:
+    """The documents of the entries `results.newest` chose (a handled record with the later discard that settled
+    what it left retrying), each blob read once, at most `concurrency` at a time."""
+    names = sorted({e.blob for e in chosen} | {e.then.blob for e in chosen if e.then is not None})
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(name: str) -> dict[str, Any]:
+        async with gate:
+            doc: dict[str, Any] = (await read_json(container, name))[0]
+        return doc
+
+    docs = dict(zip(names, await asyncio.gather(*(one(name) for name in names)), strict=True))
     records = []
-    for name, wanted in sorted(by_blob.items()):
-        doc, _ = await read_json(container, name)
-        for entry in wanted:
-            record = results.select(doc, entry)
-            if record is not None:
-                records.append(record)
+    for entry in chosen:
+        record = results.select(docs[entry.blob], entry)
+        if record is None:
+            continue
+        discard = results.select(docs[entry.then.blob], entry.then) if entry.then is not None else None
+        records.append(results.covered(record, discard))
     return records
