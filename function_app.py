@@ -32,70 +32,78 @@ def http_response(result: api.ApiResponse) -> func.HttpResponse:
     )
 
 
+def headers_of(req: func.HttpRequest) -> dict[str, str]:
+    return {k.lower(): v for k, v in req.headers.items()}
+
+
 @app.function_name("submit_batch")
 @app.route(route="batches", methods=["POST"])
 async def submit_batch(req: func.HttpRequest) -> func.HttpResponse:
-    headers = {k.lower(): v for k, v in req.headers.items()}
-    return http_response(await api.submit_batch(req.get_body(), headers, dict(req.params)))
+    return http_response(await api.submit_batch(req.get_body(), headers_of(req), dict(req.params)))
 
 
 @app.function_name("batch_list")
 @app.route(route="batches", methods=["GET"])
 async def batch_list(req: func.HttpRequest) -> func.HttpResponse:
-    return http_response(await api.batch_list(dict(req.params)))
+    return http_response(await api.batch_list(dict(req.params), headers_of(req)))
 
 
 @app.function_name("batch_status")
 @app.route(route="batches/{batch_id}", methods=["GET"])
 async def batch_status(req: func.HttpRequest) -> func.HttpResponse:
-    return http_response(await api.batch_status(req.route_params.get("batch_id", "")))
+    return http_response(await api.batch_status(req.route_params.get("batch_id", ""), headers_of(req)))
 
 
 @app.function_name("batch_cancel")
 @app.route(route="batches/{batch_id}/cancel", methods=["POST"])
 async def batch_cancel(req: func.HttpRequest) -> func.HttpResponse:
-    return http_response(await api.cancel_batch(req.route_params.get("batch_id", "")))
+    return http_response(await api.cancel_batch(req.route_params.get("batch_id", ""), headers_of(req)))
 
 
 @app.function_name("batch_results")
 @app.route(route="batches/{batch_id}/results", methods=["GET"])
 async def batch_results(req: func.HttpRequest) -> func.HttpResponse:
-    return http_response(await api.batch_results(req.route_params.get("batch_id", ""), dict(req.params)))
+    return http_response(
+        await api.batch_results(req.route_params.get("batch_id", ""), dict(req.params), headers_of(req))
+    )
 
 
 @app.function_name("queue_status")
 @app.route(route="queues", methods=["GET"])
 async def queue_status(req: func.HttpRequest) -> func.HttpResponse:
-    return http_response(await api.queue_status())
+    return http_response(await api.queue_status(headers_of(req)))
 
 
 @app.function_name("poison_list")
 @app.route(route="poison", methods=["GET"])
 async def poison_list(req: func.HttpRequest) -> func.HttpResponse:
-    return http_response(await api.poison_list(dict(req.params)))
+    return http_response(await api.poison_list(dict(req.params), headers_of(req)))
 
 
 @app.function_name("poison_detail")
 @app.route(route="poison/{message_id}", methods=["GET"])
 async def poison_detail(req: func.HttpRequest) -> func.HttpResponse:
-    return http_response(await api.poison_detail(req.route_params.get("message_id", "")))
+    return http_response(await api.poison_detail(req.route_params.get("message_id", ""), headers_of(req)))
 
 
 @app.function_name("poison_replay")
 @app.route(route="poison/replay", methods=["POST"])
 async def poison_replay(req: func.HttpRequest) -> func.HttpResponse:
-    return http_response(await api.poison_replay(req.get_body()))
+    return http_response(await api.poison_replay(req.get_body(), headers_of(req)))
 
 
 @app.function_name("replay_status")
 @app.route(route="poison/replay/{job_id}", methods=["GET"])
 async def replay_status(req: func.HttpRequest) -> func.HttpResponse:
-    return http_response(await api.replay_status(req.route_params.get("job_id", "")))
+    return http_response(await api.replay_status(req.route_params.get("job_id", ""), headers_of(req)))
 
 
 @app.function_name("dashboard")
 @app.route(route="dashboard", methods=["GET"])
 async def dashboard(req: func.HttpRequest) -> func.HttpResponse:
+    refused = await api.operator_page(headers_of(req))
+    if refused is not None:
+        return http_response(refused)
     page = dashboard_page()
     return func.HttpResponse(body=page.body, headers=dict(page.headers), mimetype="text/html", charset="utf-8")
 

@@ -21,6 +21,7 @@ from typing import IO
 
 from devstack.azurite import AzuritePorts, azurite
 from devstack.host import host
+from devstack.identity import dev_token
 from devstack.procs import LOOPBACK, ManagedProcess, ServiceStartError, is_listening
 
 log = logging.getLogger("devstack")
@@ -60,6 +61,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="Azurite + Service Bus stand-in + local function host; Ctrl-C stops all")
     run.add_argument("--no-host", action="store_true", help="start Azurite and the broker only (for `func start`)")
+    token = sub.add_parser("token", help="a bearer token for the local host's Easy Auth (TENANT_FROM=principal)")
+    token.add_argument("tenant", help="the caller's tenant (its app role tenant.<TENANT>)")
+    token.add_argument("--role", action="append", default=[], help="another app role, e.g. operator (repeatable)")
+    token.add_argument("--expires-in-s", type=int, default=3600, help="lifetime in seconds (default 3600)")
     return parser.parse_args(argv)
 
 
@@ -201,6 +206,9 @@ def run(with_host: bool) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.command == "token":
+        print(dev_token(args.tenant, args.role, args.expires_in_s))
+        return 0
     logging.basicConfig(level=logging.INFO, format="devstack: %(message)s", stream=sys.stderr)
     return run(with_host=not args.no_host)
 

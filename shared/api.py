@@ -14,10 +14,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from shared.access import caller, replay_scope
 from shared.batch import lifecycle
 from shared.batch.batches import is_batch_id
-from shared.core import lanes, webhooks
+from shared.core import identity, lanes, webhooks
 from shared.core.errors import LimitExceeded, MalformedRequest, RequestError, StorageError, StorageUnavailable
+from shared.core.identity import Caller
 from shared.core.lanes import Lane
 from shared.core.settings import Settings
 from shared.intake.body import Limits, check_depth, loads
@@ -93,9 +95,12 @@ def asked_for(
         raise MalformedRequest(str(e)) from None
 
 
-def submit_lane(headers: Mapping[str, str], params: Mapping[str, str]) -> Lane:
-    """The tenant and priority a submit asks for (`shared.core.lanes`); a JSON 400 naming the rule otherwise."""
-    tenant = asked_for("tenant", lanes.checked_tenant, headers, params)
+def submit_lane(headers: Mapping[str, str], params: Mapping[str, str], who: Caller | None = None) -> Lane:
+    """The tenant and priority a submit asks for (`shared.core.lanes`); a JSON 400 naming the rule otherwise. The
+    tenant is the caller's own: one it names (`X-Tenant`) must be its own unless it is the operator (a 403)."""
+    named = "x-tenant" in headers or "tenant" in params
+    asked = asked_for("tenant", lanes.checked_tenant, headers, params) if named else None
+    tenant = identity.submit_tenant(who or identity.HEADER_CALLER, asked, lanes.DEFAULT_TENANT)
     priority = asked_for("priority", lanes.checked_priority, headers, params)
     return Lane("", tenant, priority)
 
@@ -136,7 +141,7 @@ async def submit_batch(body: bytes, headers: Mapping[str, str], params: Mapping[
     """`headers` with lower-case names; `params`: the query string."""
 
     async def call() -> ApiResponse:
-        lane = submit_lane(headers, params or {})
+        lane = submit_lane(headers, params or {}, caller(headers))
         options = submit_options(headers, params or {})
         found = services()
         callback_url = submit_callback(headers, params or {}, found.settings)
@@ -179,18 +184,18 @@ async def read(call: Callable[[], Awaitable[ApiResponse]]) -> ApiResponse:
         return await answer(call)
 
 
-async def batch_status(batch_id: str) -> ApiResponse:
+async def batch_status(batch_id: str, headers: Mapping[str, str] | None = None) -> ApiResponse:
     async def call() -> ApiResponse:
-        return ApiResponse(200, await reports.read_batch_status(services(), batch_id))
+        return ApiResponse(200, await reports.read_batch_status(services(), batch_id, caller(headers)))
 
     return await read(call)
 
 
-async def cancel_batch(batch_id: str) -> ApiResponse:
+async def cancel_batch(batch_id: str, headers: Mapping[str, str] | None = None) -> ApiResponse:
     """Cancel a batch (idempotent): 202 with its status while it is `cancelling`, 200 once final."""
 
     async def call() -> ApiResponse:
-        status = await batch_lifecycle.cancel(services(), batch_id)
+        status = await batch_lifecycle.cancel(services(), batch_id, caller(headers))
         return ApiResponse(200 if status["status"] in FINAL else 202, status, {"Location": status_url(batch_id)})
 
     return await answer(call)
@@ -215,23 +220,25 @@ def results_request(params: Mapping[str, str], items: int) -> tuple[str | None, 
     return status, int(text), int(token)
 
 
-async def batch_results(batch_id: str, params: Mapping[str, str]) -> ApiResponse:
+async def batch_results(
+    batch_id: str, params: Mapping[str, str], headers: Mapping[str, str] | None = None
+) -> ApiResponse:
     """A page of the batch's results as NDJSON, in position order; `X-Continuation` names the next page while
     there may be more, `X-Batch-Status` the batch's status (the lines agree with its counts once final)."""
 
     async def call() -> ApiResponse:
         found = services()
-        manifest, _, entries = await batch_lifecycle.read(found, batch_id)
+        manifest, _, entries = await batch_lifecycle.read(found, batch_id, caller(headers))
         status, limit, start = results_request(params, manifest.items)
         lines, last = [], None
         async for line in batch_lifecycle.export(found, manifest, entries, status=status, start=start, limit=limit):
             lines.append(json.dumps(line, separators=(",", ":")))
             last = line["position"]
-        headers = {"X-Batch-Status": reports.status_of(manifest, entries)}
+        out = {"X-Batch-Status": reports.status_of(manifest, entries)}
         if len(lines) == limit and last is not None and last + 1 < manifest.items:
-            headers["X-Continuation"] = str(last + 1)
+            out["X-Continuation"] = str(last + 1)
         body = ("\n".join(lines) + "\n" if lines else "").encode("utf-8")
-        return ApiResponse(200, {}, headers, raw=body, media_type=NDJSON)
+        return ApiResponse(200, {}, out, raw=body, media_type=NDJSON)
 
     return await read(call)
 
@@ -256,26 +263,32 @@ def int_param(params: Mapping[str, str], name: str, default: int, low: int, high
     return int(digits)
 
 
-async def batch_list(params: Mapping[str, str]) -> ApiResponse:
+async def batch_list(params: Mapping[str, str], headers: Mapping[str, str] | None = None) -> ApiResponse:
+    """Recent batches: the caller's tenant's own (its own index), every tenant's for the operator."""
+
     async def call() -> ApiResponse:
+        who = caller(headers)
         limit, continuation = page_request(params)
-        return ApiResponse(200, await reports.read_batch_page(services(), limit, continuation))
+        tenant = None if who.operator else who.tenant
+        return ApiResponse(200, await reports.read_batch_page(services(), limit, continuation, tenant))
 
     return await read(call)
 
 
-async def queue_status() -> ApiResponse:
+async def queue_status(headers: Mapping[str, str] | None = None) -> ApiResponse:
     async def call() -> ApiResponse:
+        caller(headers).needs_operator("the queues view")
         return ApiResponse(200, await reports.read_queue_status(services()))
 
     return await read(call)
 
 
-async def poison_list(params: Mapping[str, str] | None = None) -> ApiResponse:
+async def poison_list(params: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None) -> ApiResponse:
     """Each partition's depth and first peeked page, and every parked chunk the index holds, newest first, a page
     at a time (`?limit=` 1-100, default 32; `?continuation=` the token the previous page answered)."""
 
     async def call() -> ApiResponse:
+        caller(headers).needs_operator("the parked chunks' listing")
         query = params or {}
         unknown = sorted(set(query) - {"limit", "continuation", "code"})
         if unknown:
@@ -287,8 +300,9 @@ async def poison_list(params: Mapping[str, str] | None = None) -> ApiResponse:
     return await read(call)
 
 
-async def poison_detail(message_id: str) -> ApiResponse:
+async def poison_detail(message_id: str, headers: Mapping[str, str] | None = None) -> ApiResponse:
     async def call() -> ApiResponse:
+        caller(headers).needs_operator("a parked chunk's detail")
         return ApiResponse(200, await parked.inspect(services(), message_id))
 
     return await read(call)
@@ -348,10 +362,11 @@ def replay_rate(rate: Any) -> float:
     return float(rate)
 
 
-async def poison_replay(body: bytes) -> ApiResponse:
+async def poison_replay(body: bytes, headers: Mapping[str, str] | None = None) -> ApiResponse:
     async def call() -> ApiResponse:
-        found = services()
+        found, who = services(), caller(headers)
         request = replay_request(body, Limits.from_settings(found.settings))
+        await replay_scope(found, who, request)
         if request.pop("background", False):
             job = await replay_jobs.start(found, **request)
             return ApiResponse(202, job.view(), {"Location": replay_jobs.status_url(job.job_id)})
@@ -360,8 +375,9 @@ async def poison_replay(body: bytes) -> ApiResponse:
     return await answer(call)
 
 
-async def replay_status(job_id: str) -> ApiResponse:
+async def replay_status(job_id: str, headers: Mapping[str, str] | None = None) -> ApiResponse:
     async def call() -> ApiResponse:
+        caller(headers).needs_operator("a background replay's status")
         return ApiResponse(200, await replay_jobs.status(services(), job_id))
 
     return await read(call)
@@ -371,6 +387,16 @@ async def replay_status(job_id: str) -> ApiResponse:
 def openapi_document() -> dict[str, Any]:
     document: dict[str, Any] = json.loads(OPENAPI.read_text())
     return document
+
+
+async def operator_page(headers: Mapping[str, str] | None = None) -> ApiResponse | None:
+    """None when the caller may see the operator's page (`/api/dashboard`); else the 401/403 to answer."""
+
+    async def call() -> ApiResponse:
+        caller(headers).needs_operator("the operator's page")
+        return ApiResponse(204, {})
+
+    return None if (allowed := await answer(call)).status == 204 else allowed
 
 
 async def openapi() -> ApiResponse:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from emulators.functions import config, indexing, keys
 from emulators.functions.console import configure_logging, function_listing
+from emulators.functions.easyauth import EasyAuth
 from emulators.functions.errors import HostError
 from emulators.functions.runtime import LOOPBACK, Host, plan_functions
 from emulators.functions.timers import utc_now
@@ -29,6 +30,11 @@ AUTH_NOTICE = (
 KEYS_NOTICE = (
     "Function keys are checked (AzureWebJobsSecretStorageType=files, secrets in %s): function-level routes need "
     "a function key, a host key or the master key (x-functions-key or ?code=), admin-level ones the master key"
+)
+EASY_AUTH_NOTICE = (
+    "App Service Authentication is emulated (TENANT_FROM=principal): every route but openapi.json needs "
+    "Authorization: Bearer <token> (python -m devstack token TENANT [--role operator]); a request without a valid "
+    "one gets 401"
 )
 
 
@@ -71,6 +77,7 @@ def prepare(app_dir: Path, port: int | None, grace_s: float) -> Host:
         grace_s=grace_s,
         keys=configured_keys,
         loop_warn_ms=config.loop_warn_ms(environ),
+        easy_auth=EasyAuth.from_environ(environ),
     )
 
 
@@ -84,6 +91,8 @@ def announce(host: Host) -> None:
         log.info(AUTH_NOTICE)
     elif plan.http and host.keys is not None:
         log.info(KEYS_NOTICE, host.keys.folder)
+    if plan.http and host.easy_auth is not None:
+        log.info(EASY_AUTH_NOTICE)
     timeout = host.options.function_timeout_s
     log.info("functionTimeout: %s", config.format_timespan(timeout) if timeout is not None else "unbounded")
 

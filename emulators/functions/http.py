@@ -11,6 +11,7 @@ import azure.functions as func
 from aiohttp import web
 from multidict import MultiMapping
 
+from emulators.functions.easyauth import UNPROTECTED, EasyAuth, InvalidToken, unauthorized_body
 from emulators.functions.indexing import FunctionSpec
 from emulators.functions.invoke import Invoker
 from emulators.functions.keys import ADMIN, Keys, presented_key
@@ -58,13 +59,20 @@ class HttpFrontEnd:
     """The host's HTTP listener: function routes under the prefix, plus the admin status endpoint."""
 
     def __init__(
-        self, routes: Sequence[HttpRoute], route_prefix: str, invoker: Invoker, host_id: str, keys: Keys | None = None
+        self,
+        routes: Sequence[HttpRoute],
+        route_prefix: str,
+        invoker: Invoker,
+        host_id: str,
+        keys: Keys | None = None,
+        easy_auth: EasyAuth | None = None,
     ) -> None:
         self.routes = list(routes)
         self.route_prefix = route_prefix.strip("/")
         self.invoker = invoker
         self.host_id = host_id
         self.keys = keys
+        self.easy_auth = easy_auth
         self.table: RouteTable[HttpRoute] = RouteTable()
         for route in self.routes:
             self.table.add(route.template, route.methods, route)
@@ -88,9 +96,15 @@ class HttpFrontEnd:
             if request.path == "/" and request.method in {"GET", "HEAD"}:
                 return web.Response(body=LANDING_PAGE, content_type="text/html")
             return web.Response(status=404)
+        headers = _joined(request.headers, ", ")
+        if self.easy_auth is not None and resolved.target.template not in UNPROTECTED:
+            try:  # the platform's gate comes before the host's own key check
+                headers = self.easy_auth.admit(headers)
+            except InvalidToken as e:
+                return web.Response(status=401, body=unauthorized_body(str(e)), content_type="application/json")
         if not self._authorized(request, resolved.target.auth_level, resolved.target.spec.name):
             return web.Response(status=401)  # empty, as the real host answers
-        return await self._invoke(request, resolved.target, resolved.values)
+        return await self._invoke(request, resolved.target, resolved.values, headers)
 
     def _authorized(self, request: web.Request, auth_level: str, function_name: str) -> bool:
         """With keys configured, the route's auth level decides; without, every request passes (Core Tools)."""
@@ -110,12 +124,14 @@ class HttpFrontEnd:
             return path[len(prefix) + 1 :]
         return None
 
-    async def _invoke(self, request: web.Request, route: HttpRoute, values: dict[str, str]) -> web.StreamResponse:
+    async def _invoke(
+        self, request: web.Request, route: HttpRoute, values: dict[str, str], headers: dict[str, str]
+    ) -> web.StreamResponse:
         body = await request.read()  # raises 413 past client_max_size
         http_request = func.HttpRequest(
             method=request.method,
             url=str(request.url),
-            headers=_joined(request.headers, ", "),
+            headers=headers,
             params=_joined(request.query, ","),
             route_params=values,
             body=body,

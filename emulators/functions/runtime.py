@@ -14,6 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from emulators.functions.config import HostOptions
+from emulators.functions.easyauth import EasyAuth
 from emulators.functions.errors import ConfigError, HostError, IndexingError
 from emulators.functions.hoststorage import HostStorage, blob_service
 from emulators.functions.http import HttpFrontEnd, HttpRoute, http_routes
@@ -72,6 +73,7 @@ class Host:
     grace_s: float
     keys: Keys | None = None
     loop_warn_ms: int = 0
+    easy_auth: EasyAuth | None = None
     invoker: Invoker = field(init=False)
     _executor: ThreadPoolExecutor = field(init=False)
 
@@ -98,7 +100,9 @@ class Host:
             await self._shutdown(runner, listeners, storage)
 
     async def _start_http(self) -> web.AppRunner:
-        front = HttpFrontEnd(self.plan.http, self.options.route_prefix, self.invoker, self.host_id, self.keys)
+        front = HttpFrontEnd(
+            self.plan.http, self.options.route_prefix, self.invoker, self.host_id, self.keys, self.easy_auth
+        )
         # auto_decompress off: the real host hands the function the body as sent, Content-Encoding and all.
         runner = HostRunner(
             front.application(self.body_limit_bytes),

@@ -104,6 +104,32 @@ class NotFound(RequestError):
     code = "not_found"
 
 
+class Unauthenticated(RequestError):
+    """Raised when identity is on (TENANT_FROM=principal) and the request carries no principal the platform set."""
+
+    status = 401
+    code = "unauthenticated"
+
+
+class Forbidden(RequestError):
+    """Raised when the caller is known but may not do this: a view across tenants without the operator role, a
+    principal that names no tenant, a submit naming another tenant than the caller's own."""
+
+    status = 403
+    code = "forbidden"
+
+
+class QuotaExceeded(RequestError):
+    """Raised when a tenant's submit would pass one of its quotas; `limit` names the setting."""
+
+    status = 429
+    code = "quota_exceeded"
+
+    def __init__(self, message: str, *, limit: str, maximum: int, retry_after_s: int, **details: Any) -> None:
+        super().__init__(message, limit=limit, maximum=maximum, **details)
+        self.retry_after_s = retry_after_s
+
+
 class StorageError(QueueDrainError):
     """Raised when Azure Storage answers with an error this app does not handle itself."""
 

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from shared.core.errors import SettingsError
+from shared.core.identity import ROLES_CLAIM, TenantFrom
 from shared.core.lanes import LANE_SUFFIX_MAX
 
 QUEUE_NAME_MAX = 63
@@ -122,6 +123,10 @@ class Settings:
     # Tenants with lanes at most (a submit naming another: a JSON 409). Each tenant has up to two lanes per
     # partition; at most 2,400 keeps a partition's listing one page (5,000 queues), one transaction.
     max_tenants: int = field(default=500, metadata=env("MAX_TENANTS", minimum=1, maximum=2_400))
+    # Who the tenant is (shared.core.identity): the caller's principal (Easy Auth) or the request's X-Tenant. Unset:
+    # `principal` where App Service Authentication is on (WEBSITE_AUTH_ENABLED), `header` elsewhere.
+    tenant_from: TenantFrom = field(default=TenantFrom.HEADER, metadata=env("TENANT_FROM"))
+    tenant_claim: str = field(default=ROLES_CLAIM, metadata=env("TENANT_CLAIM"))
     # fallback poller
     backoff_floor_ms: int = field(default=60_000, metadata=env("BACKOFF_FLOOR_MS", minimum=100))
     backoff_ceiling_ms: int = field(default=1_800_000, metadata=env("BACKOFF_CEILING_MS", minimum=100))
@@ -219,6 +224,11 @@ class Settings:
             variable = f.metadata.get("env")
             if variable is not None and environ.get(variable, "").strip() != "":
                 values[f.name] = parse_value(variable, environ[variable].strip(), f.type, f.metadata)
+        if (
+            not environ.get("TENANT_FROM", "").strip()
+            and environ.get("WEBSITE_AUTH_ENABLED", "").strip().lower() == "true"
+        ):
+            values["tenant_from"] = TenantFrom.PRINCIPAL  # the platform validates callers: trust only what it says
         values.update(overrides)
         return cls(**values)
 
@@ -285,6 +295,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "bool": parse_bool,
     "Decimal": Decimal,
     "Decrease": Decrease,
+    "TenantFrom": TenantFrom,
 }
 
 

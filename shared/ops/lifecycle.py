@@ -28,6 +28,7 @@ from shared.batch.batches import Manifest, State, is_batch_id
 from shared.batch.results import ResultEntry, newest, successes
 from shared.core import layout
 from shared.core.errors import BatchConflict, NotFound, PreconditionFailed, ResourceMissing, StorageError
+from shared.core.identity import Caller
 from shared.ops import notices
 from shared.ops.status import FINAL, batch_status, crossed_tolerance, failed_items
 from shared.services import Services
@@ -42,23 +43,40 @@ WINDOW_CHUNKS = 256
 READ_CONCURRENCY = 8
 
 
-async def read(services: Services, batch_id: str) -> tuple[Manifest, str, list[ResultEntry]]:
+def no_batch(batch_id: str) -> NotFound:
+    """The 404 of a batch that does not exist, and of another tenant's: the same body, byte for byte."""
+    if not is_batch_id(batch_id):
+        return NotFound("no batch has this id (batch ids are 32 lowercase hex digits)", batch_id=batch_id[:64])
+    return NotFound(f"no batch {batch_id}", batch_id=batch_id)
+
+
+def visible(manifest: Manifest, caller: Caller | None) -> None:
+    """NotFound unless `caller` (None: the app itself) may see the batch. Called right after the manifest read
+    and before anything else: an unknown id and another tenant's cost the same one read."""
+    if caller is not None and not caller.sees(manifest.tenant):
+        raise no_batch(manifest.batch_id)
+
+
+async def read(
+    services: Services, batch_id: str, caller: Caller | None = None
+) -> tuple[Manifest, str, list[ResultEntry]]:
     """The manifest, its ETag and the newest result entry of each lineage: one read, one listing."""
     if not is_batch_id(batch_id):
-        raise NotFound("no batch has this id (batch ids are 32 lowercase hex digits)", batch_id=batch_id[:64])
+        raise no_batch(batch_id)
     settings = services.settings
     try:
         manifest, etag = await ended.read_manifest(services.storage.container(settings.batches_container), batch_id)
     except ResourceMissing:
-        raise NotFound(f"no batch {batch_id}", batch_id=batch_id) from None
+        raise no_batch(batch_id) from None
+    visible(manifest, caller)
     found = await list_entries(services.storage.container(settings.results_container), batch_id)
     return manifest, etag, newest(found)
 
 
-async def cancel(services: Services, batch_id: str) -> dict[str, Any]:
+async def cancel(services: Services, batch_id: str, caller: Caller | None = None) -> dict[str, Any]:
     """Cancel a batch (idempotent): its status, `cancelling` until no chunk of it can still run, then
-    `cancelled`. A batch already final answers its status unchanged."""
-    manifest, _, entries = await read(services, batch_id)
+    `cancelled`. A batch already final answers its status unchanged. Another tenant's batch: 404, as unknown."""
+    manifest, _, entries = await read(services, batch_id, caller)
     now = datetime.now(timezone.utc)
     if manifest.state is not State.ACCEPTED:
         raise BatchConflict(

@@ -44,6 +44,7 @@ def batch_progress(batch: IndexEntry, found: Iterable[ResultEntry], now: datetim
     return {
         "batch_id": batch.batch_id,
         "status": status,
+        "tenant": batch.tenant,  # None for batches indexed before tenants were written
         "items": {"total": batch.items, "succeeded": succeeded, "failed": failed, "pending": pending},
         "chunks": {"total": batch.chunks, "poisoned": len({e.chunk for e in entries if e.failed})},
         "created_at": batch.created_at,

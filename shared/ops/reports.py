@@ -11,11 +11,13 @@ from typing import Any
 from shared.batch.batches import Manifest, is_batch_id
 from shared.batch.results import ResultEntry
 from shared.core import layout
-from shared.core.errors import NotFound, ResourceMissing
+from shared.core.errors import ResourceMissing
+from shared.core.identity import Caller
 from shared.core.lanes import Lane
 from shared.engine import lane_queues
 from shared.engine.rates import QUEUE_TARGET_PER_S, advice
 from shared.ops import costs, notices
+from shared.ops.lifecycle import no_batch, visible
 from shared.ops.progress import batch_progress
 from shared.ops.status import batch_status
 from shared.services import Services
@@ -31,16 +33,18 @@ from shared.watch import lookout
 STARTED_AT = datetime.now(timezone.utc).isoformat()
 
 
-async def read_batch_status(services: Services, batch_id: str) -> dict[str, Any]:
-    """Manifest (one read) plus one listing of its result blobs with their metadata (and its notice, one read)."""
+async def read_batch_status(services: Services, batch_id: str, caller: Caller | None = None) -> dict[str, Any]:
+    """Manifest (one read) plus one listing of its result blobs with their metadata (and its notice, one read).
+    Another tenant's batch: the 404 of an unknown id, after the same one read."""
     if not is_batch_id(batch_id):
-        raise NotFound("no batch has this id (batch ids are 32 lowercase hex digits)", batch_id=batch_id[:64])
+        raise no_batch(batch_id)
     settings = services.settings
     try:
         doc, _ = await read_json(services.storage.container(settings.batches_container), layout.manifest_blob(batch_id))
     except ResourceMissing:
-        raise NotFound(f"no batch {batch_id}", batch_id=batch_id) from None
+        raise no_batch(batch_id) from None
     manifest = Manifest.from_json(doc)
+    visible(manifest, caller)
     entries = await list_entries(services.storage.container(settings.results_container), batch_id)
     status = batch_status(manifest, entries, datetime.now(timezone.utc))
     if status["chunks"]["pending"]:
@@ -107,10 +111,14 @@ async def read_queue_status(services: Services) -> dict[str, Any]:
     }
 
 
-async def read_batch_page(services: Services, limit: int, continuation: str | None) -> dict[str, Any]:
-    """Recent batches, newest first: one listing of the index, then one listing of each batch's results."""
+async def read_batch_page(
+    services: Services, limit: int, continuation: str | None, tenant: str | None = None
+) -> dict[str, Any]:
+    """Recent batches (every tenant's, or `tenant`'s own), newest first: one listing of the index, then one
+    listing of each batch's results."""
     settings = services.settings
-    index = await batch_index.page(services.storage.container(settings.batches_container), limit, continuation)
+    batches = services.storage.container(settings.batches_container)
+    index = await batch_index.page(batches, limit, continuation, tenant)
     results = services.storage.container(settings.results_container)
     listed = await asyncio.gather(*(list_entries(results, entry.batch_id) for entry in index.entries))
     now = datetime.now(timezone.utc)

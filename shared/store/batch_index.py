@@ -6,7 +6,11 @@ newest first, so one listing page of the index is one page of recent batches, an
 carries the counts, so that page needs no reads. Only an accepted manifest is indexed, so the list never
 shows a batch that was not accepted.
 
-Cost: one PutBlob per accepted batch, by its submit after the commit. The name and metadata come from the
+Each batch is indexed twice: in the index of every batch (the operator's list) and in its tenant's own
+(`tindex/{hash of the tenant}/{inverted accepted time}-{batch id}`), so a caller's list is one listing page of
+its own batches, whatever the other tenants hold.
+
+Cost: two PutBlobs per accepted batch, by its submit after the commit. The name and metadata come from the
 committed manifest alone, so whoever writes them again writes the same blob. That closes the gap a submit
 leaves when it dies (or its write fails) between the commit and the index: its keyed retry writes it again,
 and so does a drainer that admits the batch by reading its manifest (`shared.engine.chunks`), since a submit
@@ -15,6 +19,7 @@ names its batch in its lanes' marks only once it is indexed.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from collections.abc import AsyncIterator, Mapping
@@ -31,8 +36,9 @@ from shared.store.storage import translated
 log = logging.getLogger(__name__)
 
 PREFIX = "index/"
+TENANT_PREFIX = "tindex/"
 NEWEST_MS = 10**13 - 1  # epoch ms in 13 digits: until the year 2286
-NAME = re.compile(r"index/(?P<inverted>\d{13})-(?P<batch_id>[0-9a-f]{32})")
+NAME = re.compile(r"(index/|tindex/[0-9a-f]{32}/)(?P<inverted>\d{13})-(?P<batch_id>[0-9a-f]{32})")
 # A storage marker: printable ASCII, no spaces (Azure's are base64 with `!` and digits; Azurite's are blob names);
 # a few hundred characters at most. The OpenAPI document says the same.
 TOKEN = re.compile(r"[!-~]{1,512}")
@@ -51,6 +57,7 @@ class IndexEntry:
     not_before: str | None = None  # its start, when it asked for one (entries written before this have none)
     max_failed_fraction: float | None = None  # its failure tolerance, when it set one (likewise)
     callback: bool = False  # it named a callback_url (entries written before this say not): the notice sweep's filter
+    tenant: str | None = None  # written for a tenant's batch (entries written before this have none)
 
 
 @dataclass(frozen=True)
@@ -63,9 +70,14 @@ def epoch_ms(at: datetime) -> int:
     return int(at.timestamp() * 1000)
 
 
-def blob_name(batch_id: str, accepted_at: datetime) -> str:
+def tenant_prefix(tenant: str) -> str:
+    """Where a tenant's own index lives: a hash, since a tenant id may hold characters a blob name should not."""
+    return f"{TENANT_PREFIX}{hashlib.sha256(tenant.encode()).hexdigest()[:32]}/"
+
+
+def blob_name(batch_id: str, accepted_at: datetime, prefix: str = PREFIX) -> str:
     """`index/{NEWEST_MS - accepted ms}-{batch id}`: lexical order is newest first."""
-    return f"{PREFIX}{NEWEST_MS - epoch_ms(accepted_at):013d}-{batch_id}"
+    return f"{prefix}{NEWEST_MS - epoch_ms(accepted_at):013d}-{batch_id}"
 
 
 def metadata(manifest: Manifest) -> dict[str, str]:
@@ -75,6 +87,7 @@ def metadata(manifest: Manifest) -> dict[str, str]:
         "chunks": str(manifest.chunks),
         "created_at": manifest.created_at,
         "accepted_at": manifest.accepted_at,
+        "tenant": manifest.tenant,
     }
     if manifest.not_before is not None:  # so the list can say `scheduled` without reading the manifest
         meta["not_before"] = manifest.not_before
@@ -109,6 +122,7 @@ def entry(name: str, meta: Mapping[str, str] | None) -> IndexEntry | None:
         meta.get("not_before"),
         max_failed_fraction=fraction,
         callback=meta.get("callback") == "1",
+        tenant=meta.get("tenant"),
     )
 
 
@@ -121,12 +135,14 @@ def decode_token(token: str) -> str:
 
 
 async def write(container: ContainerClient, manifest: Manifest) -> None:
-    """Index an accepted batch: one PutBlob, empty, its counts in metadata; the same blob whoever writes it, and
-    however often. Raises StorageError."""
+    """Index an accepted batch: two PutBlobs (every batch's index, its tenant's), empty, its counts in metadata;
+    the same blobs whoever writes them, and however often. Raises StorageError."""
     assert manifest.accepted_at is not None, "only an accepted batch is indexed"
-    name = blob_name(manifest.batch_id, datetime.fromisoformat(manifest.accepted_at))
-    async with translated(f"index batch {manifest.batch_id}"):
-        await container.get_blob_client(name).upload_blob(b"", overwrite=True, metadata=metadata(manifest))
+    accepted = datetime.fromisoformat(manifest.accepted_at)
+    for prefix in (PREFIX, tenant_prefix(manifest.tenant)):
+        name = blob_name(manifest.batch_id, accepted, prefix)
+        async with translated(f"index batch {manifest.batch_id}"):
+            await container.get_blob_client(name).upload_blob(b"", overwrite=True, metadata=metadata(manifest))
 
 
 async def record(container: ContainerClient, manifest: Manifest) -> bool:
@@ -142,10 +158,14 @@ async def record(container: ContainerClient, manifest: Manifest) -> bool:
     return True
 
 
-async def page(container: ContainerClient, limit: int, continuation: str | None = None) -> IndexPage:
-    """One page of the index, newest first: one ListBlobs call."""
+async def page(
+    container: ContainerClient, limit: int, continuation: str | None = None, tenant: str | None = None
+) -> IndexPage:
+    """One page of the index (of every batch, or of `tenant`'s), newest first: one ListBlobs call. A marker
+    outside the tenant's prefix lists nothing of another's: storage filters by the prefix."""
     marker = decode_token(continuation) if continuation is not None else None
-    listing = container.list_blobs(name_starts_with=PREFIX, include=["metadata"], results_per_page=limit)
+    prefix = PREFIX if tenant is None else tenant_prefix(tenant)
+    listing = container.list_blobs(name_starts_with=prefix, include=["metadata"], results_per_page=limit)
     pages: Any = listing.by_page(continuation_token=marker)
     entries: list[IndexEntry] = []
     try:

@@ -20,11 +20,12 @@ async def test_submit_and_drain_of_a_thousand_items_cost_a_few_transactions_each
         await submit(services, SALES, content_type="application/x-ndjson", content_encoding=None, idempotency_key=None)
     report = await drain_all(services)
 
-    # The manifest (staging, accepted), the batch's index entry, 2 chunks, the mark on their lane (before the
-    # chunks are stored, so no drainer takes the lane for quiet, and after the commit, naming the batch), and the
-    # look chain: read, and armed (written) since no look was armed on this idle queue.
+    # The manifest (staging, accepted), the batch's two index entries (every batch's index, its tenant's), 2
+    # chunks, the mark on their lane (before the chunks are stored, so no drainer takes the lane for quiet, and
+    # after the commit, naming the batch), and the look chain: read, and armed (written) since no look was armed
+    # on this idle queue.
     assert dict(submitted) == {
-        "blob.PutBlob": 4,
+        "blob.PutBlob": 5,
         "blob.GetBlob": 1,
         "queue.PutMessage": 2,
         "queue.SetQueueMetadata": 2,

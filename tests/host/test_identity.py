@@ -1,0 +1,192 @@
+"""Callers are tenants, on the whole local stack: the real app in the local host with `TENANT_FROM=principal`, the
+host playing App Service Authentication, tokens made by `python -m devstack token`, the real broker and Azurite.
+
+The matrix: every route, asked by the batch's own tenant, by another tenant, by the operator and by nobody, and
+the hostile cases (a forged `X-MS-CLIENT-PRINCIPAL`, with and without another tenant's token, an expired token).
+Another tenant's batch answers exactly what an unknown id answers.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from devstack.host import ROOT
+from tests.conftest import Azurite, Names
+from tests.fixtures_servicebus import ServiceBus
+from tests.host.conftest import HostLauncher, RunningHost
+from tests.host.test_function_app import app_settings
+
+pytestmark = pytest.mark.slow
+
+UNKNOWN = "0" * 32
+SCHEDULED = "86400"  # a day ahead: nothing of these batches runs during the test (a cancel still has work)
+
+
+def devstack_token(tenant: str, *options: str) -> str:
+    """A bearer token as a developer gets one: `python -m devstack token TENANT [--role operator]`."""
+    done = subprocess.run(
+        [sys.executable, "-m", "devstack", "token", tenant, *options],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def forged_principal(tenant: str, *roles: str) -> str:
+    claims = [{"typ": "roles", "val": f"tenant.{tenant}"}, *({"typ": "roles", "val": r} for r in roles)]
+    doc = {"auth_typ": "aad", "claims": claims, "name_typ": "name", "role_typ": "roles"}
+    return base64.b64encode(json.dumps(doc).encode()).decode()
+
+
+@pytest.fixture
+def identity_host(
+    tmp_path: Path, azurite_service: Azurite, servicebus_service: ServiceBus, names: Names
+) -> Iterator[RunningHost]:
+    env = app_settings(azurite_service, servicebus_service, names, "identity") | {"TENANT_FROM": "principal"}
+    launcher = HostLauncher(tmp_path)
+    try:
+        yield launcher.start(ROOT, env=env)
+    finally:
+        launcher.stop_all()
+
+
+class Callers:
+    """The headers of each kind of caller."""
+
+    def __init__(self) -> None:
+        self.alpha = {"Authorization": f"Bearer {devstack_token('alpha')}"}
+        self.beta = {"Authorization": f"Bearer {devstack_token('beta')}"}
+        self.operator = {"Authorization": f"Bearer {devstack_token('ops', '--role', 'operator')}"}
+        self.expired = {"Authorization": f"Bearer {devstack_token('alpha', '--expires-in-s', '-10')}"}
+        self.none: dict[str, str] = {}
+        # No token, the platform's header written by hand (it claims alpha's tenant and the operator role).
+        self.forged = {"X-MS-CLIENT-PRINCIPAL": forged_principal("alpha", "operator")}
+        # beta's own token, and a forged principal of alpha in a header of another case beside it.
+        self.beta_forging = self.beta | {"x-ms-client-principal": forged_principal("alpha", "operator")}
+        self.refused = (self.none, self.forged, self.expired)
+
+
+async def call(
+    session: aiohttp.ClientSession, method: str, path: str, headers: dict[str, str], **kwargs: Any
+) -> tuple[int, bytes]:
+    async with session.request(method, path, headers=headers, **kwargs) as response:
+        return response.status, await response.read()
+
+
+async def submit(session: aiohttp.ClientSession, headers: dict[str, str], tag: str) -> str:
+    body = "\n".join(json.dumps({"t": tag, "i": i}) for i in range(3)).encode()
+    params = {"not_before": SCHEDULED}
+    status, raw = await call(
+        session, "POST", "/api/batches", headers | {"Content-Type": "application/x-ndjson"}, data=body, params=params
+    )
+    assert status == 202, raw
+    accepted = json.loads(raw)
+    assert accepted["tenant"] == tag, accepted
+    return str(accepted["batch_id"])
+
+
+def error_code(raw: bytes) -> str:
+    return str(json.loads(raw)["error"]["code"])
+
+
+async def test_every_route_serves_its_own_tenant_only_and_answers_another_tenants_batch_as_unknown(
+    identity_host: RunningHost,
+) -> None:
+    who = Callers()
+    async with aiohttp.ClientSession(base_url=identity_host.base_url) as session:
+        alpha_batch = await submit(session, who.alpha, "alpha")
+        beta_batch = await submit(session, who.beta, "beta")
+
+        # Status and results: own 200, other tenant's = unknown id (same status, same body), operator 200.
+        for suffix in ("", "/results"):
+            own = await call(session, "GET", f"/api/batches/{alpha_batch}{suffix}", who.alpha)
+            assert own[0] == 200, own
+            other = await call(session, "GET", f"/api/batches/{alpha_batch}{suffix}", who.beta)
+            unknown = await call(session, "GET", f"/api/batches/{alpha_batch[:-1]}f{suffix}", who.beta)
+            assert other[0] == unknown[0] == 404
+            assert other[1].replace(alpha_batch.encode(), b"X") == unknown[1].replace(
+                (alpha_batch[:-1] + "f").encode(), b"X"
+            )
+            # beta's token with alpha's principal forged beside it: still beta.
+            assert (await call(session, "GET", f"/api/batches/{alpha_batch}{suffix}", who.beta_forging))[0] == 404
+            assert (await call(session, "GET", f"/api/batches/{alpha_batch}{suffix}", who.operator))[0] == 200
+            for refused in who.refused:
+                status, raw = await call(session, "GET", f"/api/batches/{alpha_batch}{suffix}", refused)
+                assert status == 401, (refused, raw)
+                assert error_code(raw) == "unauthenticated"
+
+        # The list: each tenant its own batches, the operator every tenant's.
+        async def listed(headers: dict[str, str]) -> set[str]:
+            status, raw = await call(session, "GET", "/api/batches", headers)
+            assert status == 200, raw
+            return {b["batch_id"] for b in json.loads(raw)["batches"]}
+
+        assert await listed(who.alpha) == {alpha_batch}
+        assert await listed(who.beta) == {beta_batch}
+        assert await listed(who.beta_forging) == {beta_batch}
+        assert await listed(who.operator) >= {alpha_batch, beta_batch}
+        for refused in who.refused:
+            assert (await call(session, "GET", "/api/batches", refused))[0] == 401
+
+        # A submit names its own tenant or none; another tenant's is refused (the operator may name any).
+        status, raw = await call(session, "POST", "/api/batches", who.beta | {"X-Tenant": "alpha"}, data=b'{"a":1}\n')
+        assert status == 403, raw
+        for refused in who.refused:
+            assert (await call(session, "POST", "/api/batches", refused, data=b'{"a":1}\n'))[0] == 401
+
+        # Replay: a tenant replays its own batch by id; another's is unknown; anything wider is the operator's.
+        replay_own = await call(session, "POST", "/api/poison/replay", who.alpha, json={"batch_id": alpha_batch})
+        assert replay_own[0] == 200, replay_own
+        replay_other = await call(session, "POST", "/api/poison/replay", who.beta, json={"batch_id": alpha_batch})
+        replay_unknown = await call(session, "POST", "/api/poison/replay", who.beta, json={"batch_id": UNKNOWN})
+        assert replay_other[0] == replay_unknown[0] == 404
+        assert replay_other[1].replace(alpha_batch.encode(), b"X") == replay_unknown[1].replace(UNKNOWN.encode(), b"X")
+        for wide in ({}, {"message_ids": ["abc"]}, {"batch_id": beta_batch, "background": True}):
+            status, raw = await call(session, "POST", "/api/poison/replay", who.beta_forging, json=wide)
+            assert status == 403, (wide, raw)
+        assert (await call(session, "POST", "/api/poison/replay", who.operator, json={"batch_id": UNKNOWN}))[0] == 200
+        for refused in who.refused:
+            assert (await call(session, "POST", "/api/poison/replay", refused, json={}))[0] == 401
+
+        # Views across tenants: the operator's only.
+        for path in (
+            "/api/queues",
+            "/api/poison",
+            f"/api/poison/{UNKNOWN}",
+            f"/api/poison/replay/{UNKNOWN}",
+            "/api/dashboard",
+        ):
+            for tenant_caller in (who.alpha, who.beta_forging):
+                status, raw = await call(session, "GET", path, tenant_caller)
+                assert status == 403, (path, raw)
+                assert error_code(raw) == "forbidden"
+            status, raw = await call(session, "GET", path, who.operator)
+            assert status == (404 if UNKNOWN in path else 200), (path, raw)
+            for refused in who.refused:
+                assert (await call(session, "GET", path, refused))[0] == 401, path
+        status, raw = await call(session, "GET", "/api/queues", who.operator)
+        assert {"alpha", "beta"} <= {t["tenant"] for t in json.loads(raw)["tenants"]}
+
+        # Cancel last: another tenant's is unknown and changes nothing; the owner's and the operator's work.
+        for refused in (*who.refused, who.beta, who.beta_forging):
+            assert (await call(session, "POST", f"/api/batches/{alpha_batch}/cancel", refused))[0] in (401, 404)
+        status, raw = await call(session, "GET", f"/api/batches/{alpha_batch}", who.alpha)
+        assert json.loads(raw)["status"] == "scheduled", raw
+        status, raw = await call(session, "POST", f"/api/batches/{alpha_batch}/cancel", who.alpha)
+        assert status in (200, 202), raw
+        status, raw = await call(session, "POST", f"/api/batches/{beta_batch}/cancel", who.operator)
+        assert status in (200, 202), raw
+
+        # The OpenAPI document stays open, as the template excludes it from authentication.
+        assert (await call(session, "GET", "/api/openapi.json", who.none))[0] == 200
