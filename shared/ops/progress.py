@@ -23,7 +23,8 @@ def batch_progress(batch: IndexEntry, found: Iterable[ResultEntry], now: datetim
     counted = settled_counts(entries, batch.chunks).values()  # the status route's rule
     succeeded = sum(c["ok"] for c in counted)
     failed = sum(c["failed"] for c in counted)
-    discarded = sum(c["cancelled"] + c["expired"] for c in counted)  # of an ended or expired batch, never run
+    cancelled, expired = sum(c["cancelled"] for c in counted), sum(c["expired"] for c in counted)
+    discarded = cancelled + expired  # of an ended or expired batch, never run
     settled = succeeded + failed
     complete = settled + discarded >= batch.items
     if complete and (discarded or lifecycle.tripped(failed, batch.items, batch.max_failed_fraction)):
@@ -41,11 +42,14 @@ def batch_progress(batch: IndexEntry, found: Iterable[ResultEntry], now: datetim
     accepted = datetime.fromisoformat(batch.accepted_at)
     rate = items_per_s(settled, accepted, last if complete else now)
     pending = max(0, batch.items - settled - discarded)
+    items = {"total": batch.items, "succeeded": succeeded, "failed": failed}
+    if discarded:  # as the status route shows them, so that the counts add up to the total
+        items |= {"cancelled": cancelled, "expired": expired}
     return {
         "batch_id": batch.batch_id,
         "status": status,
         "tenant": batch.tenant,  # None for batches indexed before tenants were written
-        "items": {"total": batch.items, "succeeded": succeeded, "failed": failed, "pending": pending},
+        "items": items | {"pending": pending},
         "chunks": {"total": batch.chunks, "poisoned": len({e.chunk for e in entries if e.failed})},
         "created_at": batch.created_at,
         "accepted_at": batch.accepted_at,

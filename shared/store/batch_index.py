@@ -19,6 +19,8 @@ names its batch in its lanes' marks only once it is indexed.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import logging
 import re
@@ -40,8 +42,14 @@ TENANT_PREFIX = "tindex/"
 NEWEST_MS = 10**13 - 1  # epoch ms in 13 digits: until the year 2286
 NAME = re.compile(r"(index/|tindex/[0-9a-f]{32}/)(?P<inverted>\d{13})-(?P<batch_id>[0-9a-f]{32})")
 # A storage marker: printable ASCII, no spaces (Azure's are base64 with `!` and digits; Azurite's are blob names);
-# a few hundred characters at most. The OpenAPI document says the same.
-TOKEN = re.compile(r"[!-~]{1,512}")
+# a few hundred characters at most.
+MARKER = re.compile(r"[!-~]{1,512}")
+# A continuation this API gives: the last index entry its page showed, then the storage marker in base64url,
+# `{inverted ms}-{batch id}.{marker}`. The listing it resumes must go on after that entry, so a token it did not
+# give (made up, cut, or another index's) is a 400, never a silent restart at the first page. The OpenAPI
+# document gives the same shape.
+TOKEN = re.compile(r"(\d{13}-[0-9a-f]{32})\.([A-Za-z0-9_-]{1,700})")
+FIRST = f"{0:013d}-{0:032x}"  # what a page that showed no entry of ours goes on after
 BAD_CONTINUATION = "continuation is not a token this API gave (pass back the one a page answered)"
 
 
@@ -126,12 +134,27 @@ def entry(name: str, meta: Mapping[str, str] | None) -> IndexEntry | None:
     )
 
 
-def decode_token(token: str) -> str:
-    """The storage marker a continuation token is (verbatim: printable ASCII, as storage gives them); any other
-    shape is a 400. A token this API did not give names some other place in the index, or storage refuses it."""
-    if not TOKEN.fullmatch(token):
+def encode_token(after: str, marker: str) -> str:
+    """The continuation of a page whose last index entry is `after` (its name without the prefix)."""
+    return f"{after}.{base64.urlsafe_b64encode(marker.encode('ascii')).decode('ascii').rstrip('=')}"
+
+
+def decode_token(token: str) -> tuple[str, str]:
+    """The index entry a continuation goes on after (its name past the index's prefix), and the storage marker
+    it carries; a 400 for any other
+    shape. A token of this shape that this API did not give is refused when its listing does not go on after
+    its entry (`page`), or by storage."""
+    found = TOKEN.fullmatch(token)
+    if found is None:
         raise MalformedRequest(BAD_CONTINUATION)
-    return token
+    after, raw = found[1], found[2]
+    try:
+        marker = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode("ascii")
+    except (ValueError, binascii.Error):
+        raise MalformedRequest(BAD_CONTINUATION) from None
+    if not MARKER.fullmatch(marker):
+        raise MalformedRequest(BAD_CONTINUATION)
+    return after, marker
 
 
 async def write(container: ContainerClient, manifest: Manifest) -> None:
@@ -163,15 +186,23 @@ async def page(
 ) -> IndexPage:
     """One page of the index (of every batch, or of `tenant`'s), newest first: one ListBlobs call. A marker
     outside the tenant's prefix lists nothing of another's: storage filters by the prefix."""
-    marker = decode_token(continuation) if continuation is not None else None
+    after, marker = decode_token(continuation) if continuation is not None else (FIRST, None)
     prefix = PREFIX if tenant is None else tenant_prefix(tenant)
+    after = prefix + after
     listing = container.list_blobs(name_starts_with=prefix, include=["metadata"], results_per_page=limit)
     pages: Any = listing.by_page(continuation_token=marker)
     entries: list[IndexEntry] = []
+    last = after  # the last entry of ours this page shows
     try:
         async with translated("list the batch index"):
             async for one_page in pages:
-                entries.extend(e for blob in [b async for b in one_page] if (e := entry(blob.name, blob.metadata)))
+                blobs = [b async for b in one_page]
+                if marker is not None and any(b.name <= after for b in blobs):
+                    raise MalformedRequest(BAD_CONTINUATION)  # it does not go on after its page
+                for blob in blobs:
+                    if (found := entry(blob.name, blob.metadata)) is not None:
+                        entries.append(found)
+                        last = blob.name
                 break
     except ResourceMissing:
         return IndexPage([], None)  # no batch was ever accepted: the container does not exist yet
@@ -180,7 +211,7 @@ async def page(
             raise MalformedRequest(BAD_CONTINUATION) from None
         raise
     next_marker = pages.continuation_token
-    return IndexPage(entries, next_marker or None)
+    return IndexPage(entries, encode_token(last[len(prefix) :], next_marker) if next_marker else None)
 
 
 async def since(container: ContainerClient, oldest: datetime) -> AsyncIterator[IndexEntry]:

@@ -106,6 +106,8 @@ async def test_a_bad_limit_or_continuation_is_a_json_400_naming_it(configure, ap
         ({"continuation": "two words"}, "continuation"),
         ({"continuation": "x" * 513}, "continuation"),
         ({"continuation": "é"}, "continuation"),
+        ({"continuation": "abc"}, "continuation"),  # a storage marker of old: no longer a token this API gives
+        ({"continuation": f"{0:013d}-{0:032x}.{'!' * 8}"}, "continuation"),  # the shape, but no base64url
         ({"limt": "5"}, "limt"),
     ]
     for params, named in bad:
@@ -113,6 +115,45 @@ async def test_a_bad_limit_or_continuation_is_a_json_400_naming_it(configure, ap
         assert code == 400, (params, body)
         assert body["error"]["code"] == "malformed_request"
         assert named in body["error"]["message"], (params, body)
+
+
+async def test_a_continuation_of_the_right_shape_that_would_restart_the_list_is_a_json_400(configure, app_functions):
+    configure(publisher=RecordingPublisher())
+    for n in range(3):
+        await submit(app_functions, sales(f"r{n}", 1))
+    code, first = await listed(app_functions, limit="1")
+    assert code == 200
+    assert first["continuation"], first
+    code, second = await listed(app_functions, limit="1", continuation=first["continuation"])
+    assert code == 200
+    assert second["batches"][0]["batch_id"] != first["batches"][0]["batch_id"], "the next page"
+
+    # Its marker points back at the start of the index: the listing would not go on after the page it names.
+    after, _ = batch_index.decode_token(second["continuation"])
+    forged = batch_index.encode_token(after, batch_index.PREFIX)
+    code, body = await listed(app_functions, limit="1", continuation=forged)
+    assert code == 400, body
+    assert "continuation" in body["error"]["message"]
+
+
+async def test_a_cancelled_batchs_items_in_the_list_add_up_to_its_total_as_in_its_status(configure, app_functions):
+    services = configure(publisher=RecordingPublisher(), CHUNK_MAX_ITEMS="2")
+    accepted = await submit(app_functions, sales("c", 5))
+    batch_id = accepted["batch_id"]
+    cancel = http_request("POST", f"/api/batches/{batch_id}/cancel", batch_id=batch_id)
+    assert (await app_functions["batch_cancel"](cancel)).status_code == 202
+    await drain_all(services)  # its chunks are recorded cancelled, unrun
+
+    code, page = await listed(app_functions)
+    assert code == 200
+    [batch] = page["batches"]
+    response = await app_functions["batch_status"](http_request("GET", "/api/batches/x", batch_id=batch_id))
+    single = json.loads(response.get_body())
+    assert single["items"]["cancelled"] == 5, single
+    assert batch["status"] == "ended"
+    assert batch["items"] == single["items"], "the list counts every item as the status route does"
+    counts = {k: v for k, v in batch["items"].items() if k != "total"}
+    assert sum(counts.values()) == batch["items"]["total"]
 
 
 async def test_a_limit_of_thousands_of_digits_is_a_json_400_not_a_500(configure, app_functions):
@@ -333,9 +374,15 @@ def test_index_names_sort_newest_first(stamps_ms):
     assert [names[n] for n in sorted(names)] == sorted(stamps_ms, reverse=True)
 
 
-@given(st.from_regex(batch_index.TOKEN, fullmatch=True), st.sampled_from(["", " ", "\n", "é", "\x00", "~" * 512]))
-def test_every_token_of_the_documented_shape_is_taken_and_no_other(token, stray):
-    assert batch_index.decode_token(token) == token
+@given(
+    st.from_regex(r"\d{13}-[0-9a-f]{32}", fullmatch=True),
+    st.from_regex(batch_index.MARKER, fullmatch=True),
+    st.sampled_from(["", " ", "\n", "é", "\x00", "~", "=", ".", "A" * 700]),
+)
+def test_every_token_the_list_gives_is_taken_back_and_no_other_shape(key, marker, stray):
+    token = batch_index.encode_token(key, marker)
+    assert batch_index.TOKEN.fullmatch(token), "the documented shape"
+    assert batch_index.decode_token(token) == (key, marker)
     with pytest.raises(MalformedRequest):
         batch_index.decode_token(token + stray if stray else stray)
 
