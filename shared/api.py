@@ -8,7 +8,7 @@ import logging
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
@@ -120,7 +120,7 @@ def submit_options(headers: Mapping[str, str], params: Mapping[str, str]) -> lif
         fraction = lifecycle.checked_fraction(given("max_failed_fraction"))
     except ValueError as e:
         raise MalformedRequest(str(e)) from None
-    return lifecycle.options(expires_in_s, not_before, fraction, now)
+    return replace(lifecycle.options(expires_in_s, not_before, fraction, now), not_before_asked=given("not_before"))
 
 
 def submit_callback(headers: Mapping[str, str], params: Mapping[str, str], settings: Settings) -> str | None:

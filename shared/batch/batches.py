@@ -16,6 +16,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
+from shared.core.errors import IdempotencyConflict
 from shared.core.lanes import DEFAULT_TENANT, Priority
 
 BATCH_ID = re.compile(r"[0-9a-f]{32}")
@@ -29,11 +30,52 @@ class State(str, Enum):
     ABANDONED = "abandoned"  # its submit answered 503 (deadline or storage down): never accepted
 
 
-def new_batch_id(idempotency_key: str | None) -> str:
-    """A random id, or one derived from the Idempotency-Key so every retry names the same batch."""
+def new_batch_id(idempotency_key: str | None, tenant: str = DEFAULT_TENANT) -> str:
+    """A random id, or one derived from the tenant and its Idempotency-Key, so every retry names the same batch
+    and two tenants' keys never do. The shared tenant's ids are derived from the key alone, as before tenants were
+    callers (a retry across the upgrade still finds its batch); a key is printable ASCII, so no key of the shared
+    tenant spells another tenant's `<tenant>\n<key>`."""
     if idempotency_key is None:
         return uuid.uuid4().hex
-    return uuid.uuid5(_KEY_NAMESPACE, idempotency_key).hex
+    name = idempotency_key if tenant == DEFAULT_TENANT else f"{tenant}\n{idempotency_key}"
+    return uuid.uuid5(_KEY_NAMESPACE, name).hex
+
+
+# What a keyed submit asked for besides its body, in the order a refusal names them (Stripe's rule: a key reused
+# with other parameters is refused, not answered with the first request's batch). The tenant is in the id.
+BOUND = ("priority", "expires_in_s", "not_before", "max_failed_fraction", "callback_url")
+
+
+def bound(
+    priority: str,
+    expires_in_s: int | None,
+    not_before: str | None,
+    max_failed_fraction: float | None,
+    callback_url: str | None,
+) -> dict[str, Any]:
+    """The options a keyed submit asked for, as it gave them (defaults left out): what a reuse must repeat."""
+    given = zip(BOUND, (priority, expires_in_s, not_before, max_failed_fraction, callback_url), strict=True)
+    return {name: value for name, value in given if value is not None}
+
+
+def check_reuse(first: Manifest, again: Manifest) -> None:
+    """IdempotencyConflict naming what a request reusing a key changed, if anything."""
+    changed = differences(first, again)
+    if changed:
+        raise IdempotencyConflict(
+            f"this Idempotency-Key was already used with a different {', '.join(changed)}: a key names one request; "
+            "send a new key for a new request",
+            different=changed,
+        )
+
+
+def differences(first: Manifest, again: Manifest) -> list[str]:
+    """What a request reusing a key changed from the first one: `body`, then each option of BOUND it gave
+    otherwise (a manifest written before requests were bound has no `request`: its body alone is checked)."""
+    changed = ["body"] if first.digest != again.digest else []
+    if first.request is not None and again.request is not None:
+        changed += [name for name in BOUND if first.request.get(name) != again.request.get(name)]
+    return changed
 
 
 def new_attempt() -> str:
@@ -83,6 +125,8 @@ class Manifest:
     finished_at: str | None = None
     # Where its completion notice goes (shared.ops.notices); written only when the submit named one.
     callback_url: str | None = None
+    # A keyed submit's options as it gave them (BOUND; None for a default): a reuse of its key must ask the same.
+    request: dict[str, Any] | None = None
 
     @property
     def chunks(self) -> int:
@@ -99,8 +143,9 @@ class Manifest:
         for name in OPTIONAL:
             if out[name] is None:
                 del out[name]  # and so do those of batches that asked for no lifecycle
-        if out["callback_url"] is None:
-            del out["callback_url"]
+        for name in ("callback_url", "request"):
+            if out[name] is None:
+                del out[name]
         return out
 
     @classmethod

@@ -35,6 +35,13 @@ class Options:
     expires_at: datetime | None = None
     not_before: datetime | None = None
     max_failed_fraction: float | None = None
+    # As the request gave them, for binding an Idempotency-Key to them (a delay's not_before moves with the clock).
+    expires_in_s: int | None = None
+    not_before_asked: str | None = None
+
+    def asked(self) -> tuple[int | None, str | None, float | None]:
+        """expires_in_s, not_before and max_failed_fraction as the request gave them (`batches.bound`)."""
+        return self.expires_in_s, self.not_before_asked, self.max_failed_fraction
 
     def header_fields(self) -> dict[str, int | float | None]:
         """What every chunk message of the batch carries (`ChunkHeader`)."""
@@ -98,7 +105,9 @@ def options(
     """The lifecycle asked for; its deadline counts from its start when it has one."""
     start = not_before or now
     expires_at = start + timedelta(seconds=expires_in_s) if expires_in_s is not None else None
-    return Options(expires_at, not_before if not_before and not_before > now else None, max_failed_fraction)
+    return Options(
+        expires_at, not_before if not_before and not_before > now else None, max_failed_fraction, expires_in_s
+    )
 
 
 def judged(header: ChunkHeader, now_ms: int) -> Admission:

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 
 from azure.storage.blob.aio import ContainerClient
 
-from shared.batch import envelope
+from shared.batch import batches, envelope
 from shared.batch.batches import MAX_IDEMPOTENCY_KEY, Manifest, State, items_digest, new_attempt, new_batch_id
 from shared.batch.chunking import Chunk, partition_of, plan_chunks
 from shared.batch.lifecycle import Options
@@ -163,7 +163,7 @@ async def _submit(
 ) -> Submitted:
     settings = services.settings
     now = datetime.now(timezone.utc)
-    batch_id = new_batch_id(key)
+    batch_id = new_batch_id(key, tenant)
     chunks = plan_chunks(intake.items, max_items=settings.chunk_max_items, max_bytes=settings.chunk_max_bytes)
     queues = settings.partition_queues()
     offset = int(batch_id[:8], 16) % len(queues)
@@ -183,6 +183,7 @@ async def _submit(
         not_before=options.not_before.isoformat() if options.not_before else None,
         max_failed_fraction=options.max_failed_fraction,
         callback_url=callback_url,
+        request=batches.bound(priority, *options.asked(), callback_url) if key is not None else None,
     )
     lanes = [Lane(queue, tenant, priority).name for queue in chunk_queues]
     if tenant != DEFAULT_TENANT:
@@ -263,8 +264,7 @@ async def claim(container: ContainerClient, manifest: Manifest) -> tuple[Manifes
         pass
     doc, etag = await read_json(container, name)
     existing = Manifest.from_json(doc)
-    if existing.digest != manifest.digest:
-        raise IdempotencyConflict("this Idempotency-Key was already used with a different body")
+    batches.check_reuse(existing, manifest)
     if existing.state is State.ACCEPTED:
         return Submitted(existing, existing.trigger or "published", replayed=True)
     # An earlier attempt stopped halfway. A fresh attempt id makes whatever it enqueued stale.

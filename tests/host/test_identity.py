@@ -190,3 +190,42 @@ async def test_every_route_serves_its_own_tenant_only_and_answers_another_tenant
 
         # The OpenAPI document stays open, as the template excludes it from authentication.
         assert (await call(session, "GET", "/api/openapi.json", who.none))[0] == 200
+
+
+async def test_an_idempotency_key_is_each_tenants_own_and_bound_to_the_request_it_first_named(
+    identity_host: RunningHost,
+) -> None:
+    who = Callers()
+    body = b'{"a":1}\n{"a":2}\n'
+    keyed = {"Content-Type": "application/x-ndjson", "Idempotency-Key": "order-17"}
+
+    async def post(headers: dict[str, str], data: bytes = body, **params: str) -> tuple[int, dict[str, Any], str]:
+        async with session.post("/api/batches", data=data, headers=headers | keyed, params=params) as response:
+            return response.status, await response.json(), response.headers.get("Idempotent-Replayed", "")
+
+    async with aiohttp.ClientSession(base_url=identity_host.base_url) as session:
+        alpha = await post(who.alpha, expires_in_s="600")
+        beta = await post(who.beta, expires_in_s="60")
+        # Two tenants, one key, the same body: two batches, each its tenant's; nothing said "replayed".
+        assert alpha[0] == beta[0] == 202, (alpha, beta)
+        assert alpha[1]["batch_id"] != beta[1]["batch_id"]
+        assert (alpha[1]["tenant"], beta[1]["tenant"]) == ("alpha", "beta")
+        assert alpha[2] == beta[2] == ""
+        assert (await call(session, "GET", f"/api/batches/{beta[1]['batch_id']}", who.beta))[0] == 200
+
+        # The same tenant, the same key and request: the first batch again.
+        again = await post(who.alpha, expires_in_s="600")
+        assert (again[0], again[1]["batch_id"], again[2]) == (202, alpha[1]["batch_id"], "true")
+
+        # The same key with an option changed, or the body: refused, naming what changed.
+        for params, data, changed in (
+            ({"expires_in_s": "60"}, body, ["expires_in_s"]),
+            ({"expires_in_s": "600", "priority": "high"}, body, ["priority"]),
+            ({"expires_in_s": "600", "max_failed_fraction": "0.5"}, body, ["max_failed_fraction"]),
+            ({}, body, ["expires_in_s"]),
+            ({"expires_in_s": "600", "not_before": "3600"}, b'{"a":3}\n', ["body", "not_before"]),
+        ):
+            status, answer, _ = await post(who.alpha, data, **params)
+            assert status == 409, (params, answer)
+            assert answer["error"]["code"] == "idempotency_conflict"
+            assert answer["error"]["different"] == changed, answer
