@@ -11,6 +11,7 @@ than `ENDED_CHECK_S` after the manifest said so.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -24,6 +25,12 @@ ENDED_CHECK_S = 5.0
 # Storage queues hide a message for at most 7 days: a start later than that cannot be kept without a poller.
 MAX_NOT_BEFORE_S = 7 * 24 * 3600 - 60
 MAX_EXPIRES_IN_S = 30 * 24 * 3600
+# RFC 3339's date-time (section 5.6): full-date "T" full-time, its offset required; ASCII digits only.
+RFC3339 = re.compile(
+    r"(?P<date>\d{4}-\d{2}-\d{2})[Tt](?P<time>\d{2}:\d{2}:\d{2})(?P<fraction>\.\d{1,9})?"
+    r"(?P<offset>[Zz]|[+-]\d{2}:\d{2})",
+    re.ASCII,
+)
 CLOCK_SKEW_S = 1.0  # between the hosts' clocks, allowed for where two of them are compared
 
 CANCELLED = "cancelled"  # ended on request
@@ -65,23 +72,28 @@ def checked_expires_in_s(text: str | None) -> int | None:
 
 
 def checked_not_before(text: str | None, now: datetime) -> datetime | None:
-    """A delay in whole seconds, or an ISO 8601 time with its offset; at most MAX_NOT_BEFORE_S ahead."""
+    """A delay in whole seconds, or an RFC 3339 date-time (with its offset); at most MAX_NOT_BEFORE_S ahead.
+    Nothing else that Python's ISO 8601 reader takes (week or ordinal dates, the basic format, a date alone,
+    a trailing NUL): a time the caller wrote one way must not be read another."""
     if text is None:
         return None
     problem = (
-        '"not_before" must be a delay in whole seconds or an ISO 8601 time with an offset '
+        '"not_before" must be a delay in whole seconds or an RFC 3339 date-time with its offset '
         f"(e.g. 2030-01-01T00:00:00Z), at most {MAX_NOT_BEFORE_S} s (7 days less a minute) ahead: "
         "a storage queue hides a message for at most 7 days"
     )
     if text.isascii() and text.isdigit():
         when = now + timedelta(seconds=int(text)) if len(text) <= 8 else None
     else:
-        try:
-            when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-        except ValueError:
-            raise ValueError(problem) from None
-        if when.tzinfo is None:
+        found = RFC3339.fullmatch(text)
+        if found is None:
             raise ValueError(problem)
+        fraction = (found["fraction"] or "")[:7]  # to the microsecond: the point and six digits
+        offset = found["offset"].upper().replace("Z", "+00:00")
+        try:
+            when = datetime.fromisoformat(f"{found['date']}T{found['time']}{fraction}{offset}")
+        except ValueError:  # a day or an hour that does not exist (2030-02-30, 24:00, a leap second)
+            raise ValueError(problem) from None
     if when is None or (when - now).total_seconds() > MAX_NOT_BEFORE_S:
         raise ValueError(problem)
     return max(when.astimezone(timezone.utc), now)

@@ -10,6 +10,7 @@ import gzip
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from urllib.parse import quote
 
 from tests.hostile.conftest import MAX_BODY_BYTES, MAX_ITEM_BYTES, MAX_ITEMS, MAX_JSON_DEPTH
@@ -211,6 +212,30 @@ def odd_batch_ids() -> list[Bad]:
     return out
 
 
+def odd_start_times() -> list[Bad]:
+    """`not_before` in shapes Python's ISO 8601 reader takes but RFC 3339 does not (issue 36 item 17), a day
+    ahead, so that only their shape is wrong."""
+    day = datetime.now(timezone.utc).date() + timedelta(days=1)
+    year, week, weekday = day.isocalendar()
+    times = [
+        f"{year}-W{week:02d}-{weekday}T12:00:00Z",  # a week date
+        f"{day.year}-{day.timetuple().tm_yday:03d}T12:00:00Z",  # an ordinal date
+        f"{day:%Y%m%d}T120000Z",  # the basic format
+        f"{day.isoformat()}T12:00:00Z\x00",  # a trailing NUL
+        f"{day.isoformat()}T12:00:00Z ",  # a trailing space
+        f"{day.isoformat()}T12:00:00",  # no offset
+        f"{day.isoformat()}T12:00Z",  # no seconds
+        day.isoformat(),  # a date alone
+        f"{day.isoformat()} 12:00:00Z",  # a space for the T
+        f"{day.isoformat()}T12:00:00+0000",  # an offset without its colon
+        f"{day.isoformat()}T12:00:00Z".replace("1", "\u0661"),  # digits that are not ASCII
+    ]
+    return [
+        Bad(f"not_before {t[:24]!r}", 400, "not_before", VALID, JSON, "POST", f"{BATCHES}?not_before={quote(t)}")
+        for t in times
+    ]
+
+
 def odd_poison_ids() -> list[Bad]:
     ids = ["..", "%00", "a" * 2000, quote("<x>"), "%ff", "0", quote("' OR 1=1"), "%20"]
     return [Bad(f"poison id {i[:16]!r}", 404, "no parked chunk", None, {}, "GET", f"/api/poison/{i}") for i in ids]
@@ -229,6 +254,7 @@ CATEGORIES = {
     "oversized bodies": oversized,
     "odd batch ids": odd_batch_ids,
     "odd poison ids": odd_poison_ids,
+    "odd start times": odd_start_times,
 }
 
 # Paths that leave the route's one segment: the host matches no function and answers an empty 404, as the
