@@ -8,11 +8,13 @@ refuses it), competing receivers that each take one message at a time (host.json
 held it (redelivered once the lock duration passes), `abandon` on a function's exception, dead-lettering at
 the abandon or lock expiry that ends the `MAX_DELIVERY_COUNT`th delivery. Faults: the namespace away for a
 span (sends and cancels fail after part of the publish timeout, nothing is delivered), a sent message lost,
-duplicated or delayed.
+duplicated or delayed; the publisher's own failures while deliveries go on (a send refused, or the link dropped
+before or after the message went out, answered as unreachable either way); the host's lock renewals failing
+(held locks lapse and their messages are delivered again while the first function still runs), and a complete
+that fails (the message comes back after its lock).
 
 Not modelled: sessions, duplicate detection, TTL expiry (the app's events never expire before they are
-delivered), message size limits, the AMQP link and its errors (the real publisher's own handling of them is
-tested against the broker stand-in), throttling.
+delivered), message size limits, throttling.
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ class BusWeather:
     lose: float = 0.0  # chance that an accepted send is never delivered
     duplicate: float = 0.0
     delay_s: float = 0.0  # extra delivery delay, up to this many seconds
+    # The publisher's own failures while deliveries go on: "refused" (the send is answered with an error, nothing
+    # sent) or "link" (the link drops during the send: the message may have gone out all the same).
+    send_fault: Callable[[], str | None] = field(default=lambda: None)
+    renewing: Callable[[], bool] = field(default=lambda: True)  # the host renews the locks it holds
 
 
 class Broker:
@@ -60,8 +66,12 @@ class Broker:
         self.messages: list[Delivery] = []
         self.dead: list[Delivery] = []
         self.sent = self.lost = self.duplicated = 0
+        self.sends: list[tuple[float, bytes]] = []  # (epoch s, body) of every message accepted (doorbells too)
         self._sequence = 0
         self._wake: asyncio.Event = asyncio.Event()
+        # How long a receiver waits when nothing is due (a send, an abandon or a lost holder wakes it sooner); the
+        # first six families keep 1 s, so their schedules stay as they were.
+        self.idle_wait_s = 1.0
 
     def _notify(self) -> None:
         self._wake.set()
@@ -71,6 +81,7 @@ class Broker:
         self._sequence += 1
         sequence = self._sequence
         self.sent += 1
+        self.sends.append((self.now(), body))
         if self.rng.random() < self.weather.lose:
             self.lost += 1
             return sequence
@@ -101,11 +112,13 @@ class Broker:
                 for m in self.messages:
                     if m.available_s <= now and (m.holder is None or m.locked_until_s <= now):
                         m.delivery_count += 1
-                        m.holder, m.locked_until_s = holder, now + 1e9  # renewed by the host while it runs
+                        # Renewed by the host while the function runs, unless renewals fail (then it lapses).
+                        m.holder = holder
+                        m.locked_until_s = now + (1e9 if self.weather.renewing() else LOCK_S)
                         return m
             waits = [m.available_s if m.holder is None else m.locked_until_s for m in self.messages]
             later = [w - now for w in waits if w > now]
-            timeout = min([*later, 1.0]) if not self.weather.down() else 0.5
+            timeout = min([*later, self.idle_wait_s]) if not self.weather.down() else 0.5
             # At epoch seconds a float resolves about 2e-7 s: a shorter wait would not move `now()`, and the
             # loop would spin at one virtual instant (seen once the look watch changed a schedule).
             timeout = max(timeout, 0.001)
@@ -113,9 +126,32 @@ class Broker:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), timeout)
 
-    def complete(self, delivery: Delivery) -> None:
+    def complete(self, delivery: Delivery, count: int | None = None) -> bool:
+        """Settle a delivery (`count`: its delivery count when taken). False if its lock was lost meanwhile (it
+        lapsed, or the message was delivered again): the message stays, as the service keeps it."""
+        now = self.now()
+        if count is not None and (delivery.delivery_count != count or delivery.locked_until_s <= now):
+            return False
         if delivery in self.messages:
             self.messages.remove(delivery)
+        return True
+
+    def settle_failed(self, delivery: Delivery) -> None:
+        """A complete that failed on the wire: the lock stays until it expires, then the message is delivered
+        again."""
+        if delivery.holder is not None:
+            delivery.locked_until_s = min(delivery.locked_until_s, self.now() + self.rng.uniform(0.0, LOCK_S))
+        self._notify()
+
+    def renewals_fail(self) -> bool:
+        """The host's lock renewals stop: every held lock lapses within the lock duration. Whether any was held."""
+        now, held = self.now(), False
+        for m in self.messages:
+            if m.holder is not None and m.locked_until_s > now:
+                m.locked_until_s = min(m.locked_until_s, now + self.rng.uniform(0.0, LOCK_S))
+                held = True
+        self._notify()
+        return held
 
     def abandon(self, delivery: Delivery) -> None:
         delivery.holder, delivery.locked_until_s = None, 0.0
@@ -163,8 +199,18 @@ class SimPublisher:
             raise asyncio.CancelledError
 
     async def publish(self, event: TriggerEvent, *, at: datetime | None = None) -> int | None:
-        await self._reach(f"publish {event.reason.value}")
+        what = f"publish {event.reason.value}"
+        await self._reach(what)
+        fault = self.broker.weather.send_fault()
+        if fault == "refused":
+            raise TriggerUnavailable(f"{what}: simulated: the send was refused")
+        if fault == "link" and self.broker.rng.random() < 0.5:
+            await asyncio.sleep(self.broker.rng.uniform(0.0, self.timeout_s))
+            raise TriggerUnavailable(f"{what}: simulated: the link dropped before the send")
         sequence = self.broker.send(event.encode(), None if at is None else at.timestamp())
+        if fault == "link":
+            await asyncio.sleep(self.broker.rng.uniform(0.0, self.timeout_s))
+            raise TriggerUnavailable(f"{what}: simulated: the link dropped after the send, before its answer")
         return sequence if at is not None else None
 
     async def cancel(self, sequence_number: int) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -65,37 +65,134 @@ class HandlerCall:
     started_s: float
 
 
+@dataclass
+class Call:
+    """One handler call (`World.calls`): who ran it, for which chunk, when it started and ended (virtual s; None
+    if it never ended: a hang, or its instance died), and the outcome it returned for each item, by the item's
+    key (`<submit label>/<index>`): "ok", "failed" (retryable) or "failed-permanent"."""
+
+    instance: str
+    batch_id: str
+    chunk: int
+    attempt: int
+    kind: str  # "async" or "sync"
+    asked_s: float  # when the engine asked for the call (for a sync handler: when it asked for a thread)
+    started_s: float
+    ended_s: float | None = None
+    outcomes: tuple[tuple[str, str], ...] = ()
+
+
+def decide(world: World, items: Sequence[Any], call: Call) -> ChunkResult:
+    """Each item's outcome from the item itself (`sim.scenario` writes the mode into it: "ok", "tN" fails its
+    first N calls, "perm" always fails)."""
+    outcomes, said = [], []
+    for item in items:
+        key = f"{item['b']}/{item['n']}"
+        seen = world.item_calls.get(key, 0) + 1
+        world.item_calls[key] = seen
+        mode = item["m"]
+        if mode == "perm":
+            outcomes.append(ItemOutcome.failure("permanent", retryable=False))
+            said.append((key, "failed-permanent"))
+        elif mode.startswith("t") and seen <= int(mode[1:]):
+            outcomes.append(ItemOutcome.failure("transient"))
+            said.append((key, "failed"))
+        else:
+            outcomes.append(ItemOutcome.success(item["n"]))
+            said.append((key, "ok"))
+    call.outcomes = tuple(said)
+    return ChunkResult(outcomes)
+
+
 class SimHandler:
     """The user's handler as the world sees it: a downstream shared by every instance, which records each call
-    and decides each item's outcome from the item itself (`sim.scenario` writes the mode into it)."""
+    (`World.calls`) and decides each item's outcome from the item itself (`decide`)."""
 
     def __init__(self, world: World, instance: Instance) -> None:
         self.world, self.instance = world, instance
 
-    async def __call__(self, items: Sequence[Any], context: ChunkContext, /) -> ChunkResult:
+    def start(self, context: ChunkContext, kind: str, asked_s: float) -> Call:
         world = self.world
         world.on_handler_start(self.instance, context)
+        call = Call(self.instance.name, context.batch_id, context.chunk, context.attempt, kind, asked_s,
+                    world.loop.time())  # fmt: skip
+        world.calls.append(call)
+        return call
+
+    def hangs(self, context: ChunkContext) -> bool:
+        world = self.world
+        if world.rng.random() < world.scenario.handler_hang:
+            world.note(f"handler hangs on {context.batch_id[:8]}/{context.chunk} at {self.instance.name}")
+            world.hangs.append((self.instance.name, world.loop.time()))
+            return True
+        return False
+
+    async def __call__(self, items: Sequence[Any], context: ChunkContext, /) -> ChunkResult:
+        world = self.world
+        call = self.start(context, "async", world.loop.time())
         try:
-            await asyncio.sleep(world.rng.uniform(0.001, 0.2))
-            if world.rng.random() < world.scenario.handler_hang:
-                world.note(f"handler hangs on {context.batch_id[:8]}/{context.chunk} at {self.instance.name}")
-                world.hangs.append((self.instance.name, world.loop.time()))
+            await asyncio.sleep(world.rng.uniform(*world.scenario.handler_s))
+            if self.hangs(context):
                 await asyncio.sleep(FUNCTION_TIMEOUT_S * 2)
-            outcomes = []
-            for item in items:
-                key = f"{item['b']}/{item['n']}"
-                seen = world.item_calls.get(key, 0) + 1
-                world.item_calls[key] = seen
-                mode = item["m"]
-                if mode == "perm":
-                    outcomes.append(ItemOutcome.failure("permanent", retryable=False))
-                elif mode.startswith("t") and seen <= int(mode[1:]):
-                    outcomes.append(ItemOutcome.failure("transient"))
-                else:
-                    outcomes.append(ItemOutcome.success(item["n"]))
-            return ChunkResult(outcomes)
+            result = decide(world, items, call)
+            call.ended_s = world.loop.time()
+            return result
         finally:
             world.on_handler_end(self.instance)
+
+
+class SimSyncHandler(SimHandler):
+    """A plain-function handler: the engine runs it with `asyncio.to_thread`, which the world hands to the
+    instance's `ThreadPool`. The call decides at once; the pool then holds its thread for the call's duration
+    (`busy_s`) and ends it (`end`)."""
+
+    def __call__(self, items: Sequence[Any], context: ChunkContext, /) -> ChunkResult:  # type: ignore[override]
+        world = self.world
+        self.call = self.start(context, "sync", self.instance.pool.asked_s)
+        world.features.add("sync")
+        self.busy_s = world.rng.uniform(*world.scenario.handler_s)
+        if self.hangs(context):
+            self.busy_s += FUNCTION_TIMEOUT_S * 2
+        return decide(world, items, self.call)
+
+    def end(self, call: Call) -> None:
+        call.ended_s = self.world.loop.time()
+        self.world.on_handler_end(self.instance)
+
+
+class ThreadPool:
+    """The host's thread pool as a sync handler meets it: `threads` threads per process on the virtual clock. A
+    call waits for a free thread (the wait shows as `Call.started_s - Call.asked_s`), holds it for its duration,
+    and runs on if the task that awaited it is cancelled (a thread cannot be); only its process's death ends it."""
+
+    def __init__(self, instance: Instance, threads: int) -> None:
+        self.instance = instance
+        self.threads = asyncio.Semaphore(threads)
+        self.asked_s = 0.0
+
+    def run(self, func: Callable[[], Any], handler: SimSyncHandler) -> asyncio.Future[Any]:
+        world = self.instance.world
+        future: asyncio.Future[Any] = world.loop.create_future()
+        self.instance.spawn(self._run(func, handler, future, world.loop.time()), "thread")
+        return future
+
+    async def _run(self, func: Callable[[], Any], handler: SimSyncHandler, future: asyncio.Future[Any],
+                   asked_s: float) -> None:  # fmt: skip
+        async with self.threads:
+            self.asked_s = asked_s
+            try:
+                result = func()
+            except BaseException as e:  # delivered to the awaiting task, as the executor would
+                if not future.done():
+                    future.set_exception(e)
+                return
+            call, busy_s = handler.call, handler.busy_s  # this call's own, before another thread's call
+            try:
+                await asyncio.sleep(busy_s)
+            finally:
+                handler.end(call)
+            if not future.done():
+                future.set_result(result)
 
 
 class Instance:
@@ -108,6 +205,7 @@ class Instance:
         self.incarnation = 0
         self.services: Services | None = None
         self.in_flight = 0
+        self.pool = ThreadPool(self, 1)
 
     def start(self) -> None:
         world = self.world
@@ -119,6 +217,7 @@ class Instance:
             name=self.name,
             alive=lambda: self.alive and self.incarnation == incarnation,
         )
+        self.pool = ThreadPool(self, world.scenario.threads)
         counter = TransactionCounter()
         storage = Storage(world.settings, counter)
         connection = CONNECTION_STRING
@@ -134,7 +233,7 @@ class Instance:
             settings=world.settings,
             storage=storage,
             publisher=SimPublisher(world.broker, world.settings.publish_timeout_s, lambda: self.alive),
-            handler=SimHandler(world, self),
+            handler=(SimSyncHandler if world.scenario.handler == "sync" else SimHandler)(world, self),
             counter=counter,
             backoff=BackoffStore(storage, world.settings),
             watch=lookout.arm,
@@ -161,6 +260,7 @@ class Instance:
         world = self.world
         while self.alive and self.incarnation == incarnation:
             delivery = await world.broker.take(self)
+            count = delivery.delivery_count
             services = self.services
             assert services is not None
             try:
@@ -168,7 +268,7 @@ class Instance:
                 started = world.loop.time()
                 report = await asyncio.wait_for(route(services, event), FUNCTION_TIMEOUT_S)
                 world.on_session(self, event, report, world.loop.time() - started)
-                world.broker.complete(delivery)
+                world.settle(self, delivery, count)
             except MalformedEvent as e:
                 world.note(f"malformed event at {self.name}: {e}")
                 world.broker.abandon(delivery)

@@ -13,6 +13,7 @@ import asyncio
 import selectors
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
+from functools import partial
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -61,6 +62,9 @@ class SimLoop(asyncio.SelectorEventLoop):
         self._now = 0.0
         super().__init__(_NoIO(self))
         self._clock_resolution = 1e-6
+        # The world's thread pool (`sim.host.ThreadPool`): given a function the app hands to a thread, the future
+        # of its run there, or None to run it inline (anything but the user's sync handler).
+        self.offload: Callable[[Callable[..., Any]], asyncio.Future[Any] | None] = lambda func: None
 
     def time(self) -> float:
         return self._now
@@ -90,7 +94,11 @@ class SimLoop(asyncio.SelectorEventLoop):
     def run_in_executor(  # type: ignore[override]
         self, executor: Executor | None, func: Callable[..., T], *args: Any
     ) -> asyncio.Future[T]:
-        """Run `func` inline (threads would make the schedule depend on the machine) and return its outcome."""
+        """Run `func` inline (threads would make the schedule depend on the machine) and return its outcome, or
+        hand it to the world's thread pool (`offload`)."""
+        pooled = self.offload(partial(func, *args) if args else func)
+        if pooled is not None:
+            return pooled
         future: asyncio.Future[T] = self.create_future()
         try:
             future.set_result(func(*args))

@@ -22,7 +22,11 @@ MODES = ("ok", "ok", "ok", "ok", "ok", "t1", "t2", "perm")
 # chunk waits (`sim.invariants.high_starts_watched`).
 # `storage` has storage faults only (spans of 5xx, timeouts, requests applied with their answer lost): nothing that
 # can lose a trigger event or a look, so the look bound (`sim.invariants.Looks`) holds without the fallback timer.
-FAMILIES = ("random", "submit", "limits", "volume", "priority", "storage")
+# `lifecycle`, `idle` and `platform` (`sim.families`) open the other doors: the API's options, callbacks to a
+# receiver that misbehaves, polls and exports, cancels and replays through the API, sync handlers, idle hours and
+# many tenants, slow storage, failed lock renewals and settlements, Service Bus refusing sends.
+FAMILIES = ("random", "submit", "limits", "volume", "priority", "storage", "lifecycle", "idle", "platform")
+BASIC = FAMILIES[:6]
 SIZES = (1, 2, 5, 9, 17)
 VOLUME_SIZES = (5000, 10000, 20000)
 
@@ -38,6 +42,13 @@ class Submit:
     key: str | None
     retries: int  # how often the client tries again after no answer or a 5xx (keyed submits only)
     modes: tuple[str, ...]
+    # How the request is made (`sim.callers.submit_request`): NDJSON, gzip, options as query parameters rather
+    # than headers, lifecycle options (expires_in_s, not_before, max_failed_fraction), a callback_url.
+    ndjson: bool = False
+    gzip: bool = False
+    as_params: bool = False
+    options: tuple[tuple[str, str], ...] = ()
+    callback: bool = False
 
     def body(self) -> bytes:
         items = [{"b": self.label, "n": i, "m": m} for i, m in enumerate(self.modes)]
@@ -76,44 +87,43 @@ class Scenario:
     cancels: list[tuple[float, int]] = field(default_factory=list)  # (when, which submit) a client cancels
     timer_s: float = 600.0
     family: str = "random"
+    # The doors of `sim.families` (new families only; the first six draw none of these).
+    handler: str = "async"  # "sync": a plain function, run in the instance's bounded thread pool
+    handler_s: tuple[float, float] = (0.001, 0.2)  # how long a handler call takes
+    threads: int = 4  # the sync handler's thread pool per instance
+    receiver: list[Span] = field(default_factory=list)  # "down", "slow", "failing", "duplicating"
+    api_cancels: list[tuple[float, str]] = field(default_factory=list)  # (when, which submit's label)
+    polls: list[tuple[str, float, int]] = field(default_factory=list)  # (label, every s, how many times)
+    replays: list[tuple[float, bool, bool]] = field(default_factory=list)  # (when, background, every batch)
+    renewals: list[Span] = field(default_factory=list)  # the host's lock renewals fail while it lasts
+    settle_fail: float = 0.0  # chance that completing a trigger message fails (its lock lost meanwhile)
+    sends: list[Span] = field(default_factory=list)  # Service Bus sends "refused" or "link" errors; deliveries go on
+    idle: list[Span] = field(default_factory=list)  # stretches with nothing to do (for the idle-cost check)
 
     @property
     def fault_end_s(self) -> float:
         ends = [c.at_s + c.down_s for c in self.crashes]
         ends += [s.end_s for s in self.storage_spans] + [s.end_s for s in self.bus_spans]
         ends += [s.at_s for s in self.submits] + [at for at, _ in self.cancels]
+        ends += [s.end_s for s in self.receiver + self.renewals + self.sends]
+        ends += [at for at, _ in self.api_cancels] + [at for at, _, _ in self.replays]
         return max(ends, default=0.0)
 
     @property
     def exact(self) -> bool:
         """No fault that may cost an item an attempt: every item's outcome is known in advance."""
-        return not (self.crashes or self.storage_spans or self.handler_hang or self.bus_spans or self.bus_lose)
+        faults = self.crashes or self.storage_spans or self.handler_hang or self.bus_spans or self.bus_lose
+        doors = self.renewals or self.settle_fail or self.sends or self.replays or self.api_cancels
+        lifecycles = any(s.options or "t6" in s.modes for s in self.submits)
+        return not (faults or doors or lifecycles)
 
     @classmethod
     def draw(cls, seed: int, *, faults: bool = True, family: str = "random") -> Scenario:
-        if family not in FAMILIES:
-            raise ValueError(f"unknown scenario family {family!r}: one of {', '.join(FAMILIES)}")
+        if family not in BASIC:
+            raise ValueError(f"scenario family {family!r} is not one of {', '.join(BASIC)} (see sim.families.draw)")
         rng = random.Random(f"scenario-{seed}" if family == "random" else f"scenario-{family}-{seed}")
         instances = rng.randint(1, 3)
-        settings = {
-            "WORK_QUEUE_PARTITIONS": str(rng.choice([1, 1, 2])),
-            "CHUNK_MAX_ITEMS": str(rng.randint(2, 6)),
-            "MAX_DRAINERS_PER_QUEUE": str(rng.randint(1, 3)),
-            "CHUNK_CONCURRENCY": str(rng.randint(1, 4)),
-            "RECEIVERS": str(rng.randint(1, 2)),
-            "RECEIVE_BATCH": str(rng.choice([1, 4, 32])),
-            "VISIBILITY_TIMEOUT_S": str(rng.choice([5, 10, 30])),
-            "DRAIN_BUDGET_S": str(rng.choice([10, 30, 60])),
-            "LEASE_S": "15",
-            "SCALE_OUT_DEPTH": str(rng.choice([2, 50])),
-            "MAX_DEQUEUE_COUNT": str(rng.choice([4, 5])),
-            "RETRY_BASE_DELAY_MS": "500",
-            "RETRY_MAX_DELAY_MS": "4000",
-            "BACKOFF_FLOOR_MS": "5000",
-            "BACKOFF_CEILING_MS": "60000",
-            "PUBLISH_TIMEOUT_S": "3",
-            "HANDLER_MAX_IN_FLIGHT": str(rng.choice([0, 0, 1, 2])),
-        }
+        settings = draw_settings(rng)
         skews = tuple(rng.uniform(-3.0, 3.0) if faults else 0.0 for _ in range(instances))
         submits = []
         for n in range(rng.randint(2, 7)):
@@ -220,11 +230,60 @@ class Scenario:
             out.append(f"  storage {sp.kind} ({sp.rate:.0%}) from {sp.start_s:.3f} s to {sp.end_s:.3f} s")
         for sp in self.bus_spans:
             out.append(f"  Service Bus away from {sp.start_s:.3f} s to {sp.end_s:.3f} s")
+        out.extend(self.describe_doors())
         out.append(
             f"  bus: lose {self.bus_lose:.0%}, duplicate {self.bus_duplicate:.0%}, delay up to "
             f"{self.bus_delay_s:.0f} s; handler hangs {self.handler_hang:.0%}"
         )
         return "\n".join(out)
+
+    def describe_doors(self) -> list[str]:
+        out: list[str] = []
+        if self.family in BASIC:
+            return out
+        low, high = self.handler_s
+        out.append(f"  handler {self.handler} ({self.threads} threads a host), {low:.3f}-{high:.3f} s a call; "
+                   f"settlement fails {self.settle_fail:.0%}")  # fmt: skip
+        for s in self.submits:
+            extra = [f"{k}={v}" for k, v in s.options] + ["callback"] * s.callback
+            extra += ["ndjson"] * s.ndjson + ["gzip"] * s.gzip + ["as query"] * s.as_params
+            if extra:
+                out.append(f"  submit {s.label}: {' '.join(extra)}")
+        for at, label in self.api_cancels:
+            out.append(f"  cancel {label} through the API at {at:.3f} s")
+        for label, every, times in self.polls:
+            out.append(f"  poll {label} every {every:.0f} s, {times} times, then export")
+        for at, background, whole in self.replays:
+            out.append(f"  replay {'every batch' if whole else 'one batch'} at {at:.3f} s"
+                       + (" in the background" if background else ""))  # fmt: skip
+        for name, spans in (("receiver", self.receiver), ("lock renewals fail", self.renewals),
+                            ("Service Bus sends", self.sends), ("idle", self.idle)):  # fmt: skip
+            for sp in spans:
+                out.append(f"  {name} {sp.kind} from {sp.start_s:.3f} s to {sp.end_s:.3f} s")
+        return out
+
+
+def draw_settings(rng: random.Random) -> dict[str, str]:
+    """The engine's settings a scenario runs with (the same draws, in the same order, for every family)."""
+    return {
+        "WORK_QUEUE_PARTITIONS": str(rng.choice([1, 1, 2])),
+        "CHUNK_MAX_ITEMS": str(rng.randint(2, 6)),
+        "MAX_DRAINERS_PER_QUEUE": str(rng.randint(1, 3)),
+        "CHUNK_CONCURRENCY": str(rng.randint(1, 4)),
+        "RECEIVERS": str(rng.randint(1, 2)),
+        "RECEIVE_BATCH": str(rng.choice([1, 4, 32])),
+        "VISIBILITY_TIMEOUT_S": str(rng.choice([5, 10, 30])),
+        "DRAIN_BUDGET_S": str(rng.choice([10, 30, 60])),
+        "LEASE_S": "15",
+        "SCALE_OUT_DEPTH": str(rng.choice([2, 50])),
+        "MAX_DEQUEUE_COUNT": str(rng.choice([4, 5])),
+        "RETRY_BASE_DELAY_MS": "500",
+        "RETRY_MAX_DELAY_MS": "4000",
+        "BACKOFF_FLOOR_MS": "5000",
+        "BACKOFF_CEILING_MS": "60000",
+        "PUBLISH_TIMEOUT_S": "3",
+        "HANDLER_MAX_IN_FLIGHT": str(rng.choice([0, 0, 1, 2])),
+    }
 
 
 def priority_submits(rng: random.Random, instances: int) -> list[Submit]:

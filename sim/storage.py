@@ -114,6 +114,7 @@ class StorageWeather:
     rng: random.Random
     latency_s: tuple[float, float] = (0.001, 0.02)
     fault: Fault = field(default=lambda operation: None)
+    served: Callable[[str], None] = field(default=lambda operation: None)  # each operation served, by name
 
     def delay(self) -> float:
         low, high = self.latency_s
@@ -160,6 +161,8 @@ class SimTransport(AsyncHttpTransport):  # type: ignore[type-arg]
         if fault == "timeout":
             await asyncio.sleep(10.0)
             raise ServiceRequestError("simulated: the request timed out")
+        if fault == "slow":  # answered, seconds late (the SDK's retries, a throttled partition)
+            await asyncio.sleep(self.weather.rng.uniform(1.0, 8.0))
         if fault == "5xx":
             reply = Reply(
                 503,
@@ -170,9 +173,10 @@ class SimTransport(AsyncHttpTransport):  # type: ignore[type-arg]
             return SimResponse(request, reply)
         self.server.caller = self.name
         try:
-            _, reply = self.server.handle(request.method, request.url, headers, body)
+            operation, reply = self.server.handle(request.method, request.url, headers, body)
         finally:
             self.server.caller = None
+        self.weather.served(operation)
         await asyncio.sleep(self.weather.delay())
         if fault == "lost":
             raise ServiceResponseError("simulated: the connection closed before the answer")

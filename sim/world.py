@@ -17,28 +17,29 @@ import asyncio
 import contextvars
 import logging
 import random
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from shared.api import ApiResponse, answer, submit_lane
 from shared.batch import envelope
 from shared.core import layout
 from shared.core.events import TriggerEvent
 from shared.core.settings import Settings
 from shared.handlers import ChunkContext
-from shared.intake.submit import submit
-from shared.services import Services
-from shared.watch import fallback
+from shared.ops.notices import PREFIX as NOTICES
+from sim import callers, families, platform
 from sim import storage as simstorage
 from sim.account import Account
 from sim.bus import Broker, BusWeather
+from sim.callers import routed
 from sim.checks import final_checks, json_of
 from sim.clock import EPOCH_S, patched
-from sim.host import FUNCTION_TIMEOUT_S, INSTANCE, Instance, environment
+from sim.host import FUNCTION_TIMEOUT_S, INSTANCE, Call, Instance, SimSyncHandler, environment
 from sim.invariants import Cancels, Looks, held_watched
 from sim.loop import SimLoop, Stalled
-from sim.scenario import Scenario, Submit
+from sim.receiver import Receiver, routed_notices
+from sim.scenario import BASIC, Scenario, Submit
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class Outcome:
     accepted: int
     items: int
     transactions: int
+    features: frozenset[str] = frozenset()  # the doors this seed opened (`sim.platform.FEATURES`)
 
     @property
     def ok(self) -> bool:
@@ -90,8 +92,8 @@ class World:
         self.settings = Settings.from_env(environment(scenario))
         self.account = Account()
         self.server = simstorage.StorageServer(self.account, self.world_time, self.rng, observe=self.on_storage)
-        self.storage_weather = simstorage.StorageWeather(self.rng, fault=self.storage_fault)
-        self.bus_weather = BusWeather(down=self.bus_down)
+        self.storage_weather = simstorage.StorageWeather(self.rng, fault=self.storage_fault, served=self.on_served)
+        self.bus_weather = BusWeather(down=self.bus_down, send_fault=self.send_fault, renewing=self.renewing)
         self.broker: Broker
         self.instances = [Instance(self, f"i{n}", s) for n, s in enumerate(scenario.skews_s)]
         self.trace: list[str] = []
@@ -108,6 +110,12 @@ class World:
         self.looks = Looks(self, SESSION_MARGIN_S)
         self.cancels = Cancels(self)
         self.run_transactions = 0  # storage transactions of the run, before the final checks read anything
+        # Records for the invariants (see the helpers' interface notes in sim.platform's docstring):
+        self.calls: list[Call] = []  # every handler call, in the order they started
+        self.receiver = Receiver(self)  # completion notices received: `receiver.received`
+        self.features: set[str] = set()  # the doors this run opened (`sim.platform.FEATURES`)
+        self.storage_log: list[tuple[float, str]] = []  # (virtual s, operation) of every storage request served
+        self.loop.offload = self.offload
 
     # ---- plumbing -------------------------------------------------------------------------------------------
     def world_time(self) -> float:
@@ -140,8 +148,25 @@ class World:
         now = self.loop.time()
         for span in self.scenario.storage_spans:
             if span.start_s <= now < span.end_s and self.rng.random() < span.rate:
+                if span.kind == "slow":
+                    self.features.add("slow-storage")
                 return span.kind
         return None
+
+    def send_fault(self) -> str | None:
+        now = self.loop.time()
+        for span in self.scenario.sends:
+            if span.start_s <= now < span.end_s:
+                self.features.add("send-refused" if span.kind == "refused" else "link-error")
+                return span.kind
+        return None
+
+    def renewing(self) -> bool:
+        now = self.loop.time()
+        return not any(s.start_s <= now < s.end_s for s in self.scenario.renewals)
+
+    def on_served(self, operation: str) -> None:
+        self.storage_log.append((self.loop.time(), operation))
 
     def bus_down(self) -> bool:
         now = self.loop.time()
@@ -204,6 +229,8 @@ class World:
         self.note(
             f"{instance.name} {event.reason.value} {event.queue}/{event.slot}: {report.outcome} in {took_s:.1f} s"
         )
+        if report.outcome == "budget":
+            self.features.add("budget")
         bound = self.settings.drain_budget_s + SESSION_MARGIN_S
         began = self.loop.time() - took_s
         # A session waits for its chunks in flight: one whose handler call hung ends with that call; with
@@ -217,6 +244,25 @@ class World:
                 f"{event.reason.value} session on {instance.name} took {took_s:.0f} s (budget + margin {bound:.0f} s)"
             )
 
+    def offload(self, func: Callable[..., Any]) -> asyncio.Future[Any] | None:
+        """A function the app hands to a thread: the user's sync handler runs in its instance's thread pool."""
+        handler = func.args[0] if isinstance(func, partial) and func.args else None  # to_thread's (ctx.run, f, ...)
+        instance = INSTANCE.get()
+        if isinstance(handler, SimSyncHandler) and instance is not None:
+            return instance.pool.run(func, handler)
+        return None
+
+    def settle(self, instance: Instance, delivery: Any, count: int) -> None:
+        """Complete a trigger message after its function returned; the complete may fail (a fault of the scenario,
+        or its lock lapsed under failed renewals): the message is delivered again."""
+        if self.scenario.settle_fail and self.rng.random() < self.scenario.settle_fail:
+            self.features.add("settle-failed")
+            self.note(f"{instance.name}: completing its trigger message failed")
+            self.broker.settle_failed(delivery)
+        elif not self.broker.complete(delivery, count):
+            self.features.add("settle-failed")
+            self.note(f"{instance.name}: its trigger message's lock was lost before the complete")
+
     def manifest(self, batch_id: str) -> dict[str, Any] | None:
         blob = self.account.containers.get(self.settings.batches_container, {}).get(layout.manifest_blob(batch_id))
         return None if blob is None else json_of(blob.data)
@@ -225,102 +271,37 @@ class World:
     def live(self) -> list[Instance]:
         return [i for i in self.instances if i.alive and i.services is not None]
 
-    async def http_submit(self, sub: Submit) -> None:
-        """A client's POST /api/batches, tried again (keyed) after no answer or a 5xx, on any live instance."""
-        for attempt in range(1 + sub.retries):
-            candidates = self.live()
-            if not candidates:
-                await asyncio.sleep(5.0)
-                continue
-            instance = candidates[(sub.instance + attempt) % len(candidates)]
-            done: asyncio.Future[Any] = self.loop.create_future()
-            task = instance.spawn(self._submit_call(instance, sub, done), f"POST /api/batches {sub.label}")
-            try:
-                status, batch_id = await asyncio.wait_for(asyncio.shield(done), 60.0)
-            except (TimeoutError, asyncio.CancelledError):
-                task.cancel()
-                self.note(f"submit {sub.label} on {instance.name}: no answer")
-                await asyncio.sleep(2.0)
-                continue
-            self.note(f"submit {sub.label} on {instance.name}: {status} batch {str(batch_id)[:8]}")
-            if batch_id is not None:
-                self.answers.setdefault(batch_id, []).append(status)
-                self.labels[batch_id] = sub
-            if status == 202 or sub.key is None or status < 500:
-                return
-            await asyncio.sleep(2.0)
-
-    async def _submit_call(self, instance: Instance, sub: Submit, done: asyncio.Future[Any]) -> None:
-        services = instance.services
-        assert services is not None
-        body = sub.body()
-
-        async def call() -> Any:
-            headers = {"x-tenant": sub.tenant} if sub.tenant else {}
-            if sub.priority != "normal":
-                headers["x-priority"] = sub.priority
-            lane = submit_lane(headers, {})
-            submitted = await submit(services, body, content_type="application/json", content_encoding=None,
-                                     idempotency_key=sub.key, lane=lane)  # fmt: skip
-            return ApiResponse(202, {"batch_id": submitted.manifest.batch_id})
-
-        try:
-            response = await answer(call)
-        except asyncio.CancelledError:
-            if not done.done():
-                done.set_exception(asyncio.CancelledError())
-            raise
-        batch_id = response.body.get("batch_id") or response.body.get("error", {}).get("batch_id")
-        if not done.done():
-            done.set_result((response.status, batch_id))
-
     async def crash_later(self, crash: Any) -> None:
         await asyncio.sleep(crash.at_s)
         instance = self.instances[crash.instance]
         if instance.alive:
             await self.restart(instance, crash.down_s)
 
-    async def timer(self) -> None:
-        """The fallback timer, on one live instance per tick (the host's singleton lock)."""
-        while True:
-            await asyncio.sleep(self.scenario.timer_s)
-            live = self.live()
-            if not live:
-                continue
-            instance = live[0]
-            services = instance.services
-            assert services is not None
-            instance.spawn(self._tick(instance, services), "fallback_poll")
-
-    async def _tick(self, instance: Instance, services: Services) -> None:
-        try:
-            outcomes = await asyncio.wait_for(fallback.poll(services), FUNCTION_TIMEOUT_S)
-            self.note(f"{instance.name} timer: {[o.action for o in outcomes]}")
-        except TimeoutError:
-            self.note(f"function timeout at {instance.name} (timer)")
-            self.spawn(self.restart(instance, 5.0), "restart after timeout")
-        except Exception as e:
-            self.note(f"timer at {instance.name} failed: {type(e).__name__}: {str(e)[:120]}")
-
     def work_left(self) -> int:
+        """Chunk messages queued, and completion notices still pending (delivered or given up on is done)."""
         queues = self.account.queues
-        return sum(
+        chunks = sum(
             len(q.messages) for name, q in queues.items() if name.startswith("work") and not name.endswith("-poison")
         )
+        state = self.account.containers.get(self.settings.state_container, {})
+        pending = sum(1 for name, blob in state.items() if name.startswith(NOTICES) and b'"pending"' in blob.data)
+        return chunks + pending
 
     async def drive(self) -> None:
         self.broker = Broker(self.world_time, self.rng, self.bus_weather)
+        if self.scenario.family not in BASIC:
+            self.broker.idle_wait_s = 30.0
         self.bus_weather.lose = self.scenario.bus_lose
         self.bus_weather.duplicate = self.scenario.bus_duplicate
         self.bus_weather.delay_s = self.scenario.bus_delay_s
         for instance in self.instances:
             instance.start()
         clients = [
-            self.spawn(self._at(s.at_s, self.http_submit(s)), f"client {s.label}") for s in self.scenario.submits
+            self.spawn(self._at(s.at_s, callers.submit(self, s)), f"client {s.label}") for s in self.scenario.submits
         ]
         for crash in self.scenario.crashes:
             self.spawn(self.crash_later(crash), "crash")
-        self.spawn(self.timer(), "timer")
+        platform.start(self)
         self.spawn(self.looks.watch(), "looks")  # every partition holding messages looked at within its bound
         for at_s, n in self.scenario.cancels:
             self.spawn(self.cancels.issue(at_s, n), "cancel")
@@ -330,13 +311,14 @@ class World:
             if self.loop.time() > end + SETTLE_S:
                 self.violate(f"{self.work_left()} chunk message(s) still queued {SETTLE_S:.0f} s after the last fault")
                 break
-            await asyncio.sleep(5.0)
+            await asyncio.sleep(5.0 if self.scenario.family in BASIC or self.work_left() else 60.0)
         self.note("quiet: checking the outcome through the status route and the batch list")
         self.run_transactions = sum(self.account.transactions.values())
         for instance in self.instances:
             if not instance.alive:
                 instance.start()
         await final_checks(self)
+        await platform.reached(self)
 
     @staticmethod
     async def _at(at_s: float, coro: Awaitable[None]) -> None:
@@ -346,9 +328,9 @@ class World:
 
 def run(seed: int, *, faults: bool = True, family: str = "random", scenario: Scenario | None = None) -> Outcome:
     """One seed, one exact schedule: the scenario it draws, run in a fresh world; the invariants it broke."""
-    scenario = scenario or Scenario.draw(seed, faults=faults, family=family)
+    scenario = scenario or families.draw(seed, faults=faults, family=family)
     world = World(seed, scenario)
-    with patched(random.Random(f"app-{seed}")), held_watched(world):
+    with patched(random.Random(f"app-{seed}")), held_watched(world), routed(), routed_notices(world.receiver):
         asyncio.set_event_loop(world.loop)
         try:
             main = world.loop.create_task(world.drive(), context=contextvars.Context())
@@ -362,7 +344,7 @@ def run(seed: int, *, faults: bool = True, family: str = "random", scenario: Sce
             asyncio.set_event_loop(None)
     accepted = sum(1 for a in world.answers.values() if 202 in a)
     return Outcome(seed, scenario, world.violations, world.trace, world.loop.time(), accepted,
-                   world.accepted_items, world.run_transactions)  # fmt: skip
+                   world.accepted_items, world.run_transactions, frozenset(world.features))  # fmt: skip
 
 
 async def _bounded(main: asyncio.Task[None], world: World) -> None:

@@ -1,0 +1,153 @@
+"""The scenario families that open the doors the first six leave shut (`sim.scenario` draws those):
+
+- `lifecycle`: submits through the API with its options (`expires_in_s`, `not_before`, `max_failed_fraction`,
+  as headers or query parameters, JSON or NDJSON, gzip or not), callbacks to a receiver that is down, slow,
+  failing or duplicating for spans, clients polling, listing and exporting page by page, cancels and replays
+  (synchronous and background) through the API, async or sync handlers (a sync one in the host's bounded
+  thread pool, sometimes slow), and the random family's faults;
+- `idle`: many tenants' small batches, then hours with nothing to do, then another wave; storage calls that
+  are slow (seconds) for spans;
+- `platform`: the host's lock renewals failing while functions run, settlements failing, Service Bus refusing
+  sends or dropping its link while deliveries go on, slow storage, sync handlers.
+
+Every draw of a family comes from its own seeded `random.Random`, so a seed is the same scenario everywhere.
+"""
+
+from __future__ import annotations
+
+import random
+
+from sim.receiver import SECRET
+from sim.scenario import BASIC, FAMILIES, SIZES, Crash, Scenario, Span, Submit, draw_settings
+
+CALLBACK_SETTINGS = {
+    "CALLBACK_ALLOWED_HOSTS": "receiver.sim",
+    "CALLBACK_SECRET": SECRET,
+    "CALLBACK_RETRY_MAX_S": "60",
+    "CALLBACK_WINDOW_S": "900",
+}
+LIFECYCLE_MODES = ("ok", "ok", "ok", "ok", "ok", "t1", "t2", "perm", "t6")  # t6: fails past MAX_DEQUEUE_COUNT
+RECEIVER_KINDS = ("down", "slow", "failing", "duplicating")
+IDLE_S = (3600.0, 2 * 3600.0)
+
+
+def draw(seed: int, *, faults: bool = True, family: str = "random") -> Scenario:
+    """The scenario of `seed` in `family`, whichever module draws it."""
+    if family in BASIC:
+        return Scenario.draw(seed, faults=faults, family=family)
+    if family not in FAMILIES:
+        raise ValueError(f"unknown scenario family {family!r}: one of {', '.join(FAMILIES)}")
+    rng = random.Random(f"scenario-{family}-{seed}")
+    instances = rng.randint(1, 3)
+    settings = draw_settings(rng) | CALLBACK_SETTINGS
+    timeout = rng.choice([2, 5])
+    settings |= {"CALLBACK_TIMEOUT_S": str(timeout), "CALLBACK_RETRY_BASE_S": str(timeout + rng.choice([1, 5]))}
+    skews = tuple(rng.uniform(-3.0, 3.0) if faults else 0.0 for _ in range(instances))
+    scenario = Scenario(seed, faults, settings, skews, [], family=family)
+    if family == "lifecycle":
+        lifecycle(scenario, rng, instances)
+    elif family == "idle":
+        idle(scenario, rng, instances)
+    else:
+        platform(scenario, rng, instances)
+    scenario.submits.sort(key=lambda s: s.at_s)
+    return scenario
+
+
+def submits(rng: random.Random, seed: int, instances: int, n: int, *, at: tuple[float, float], tenants: list[str],
+            modes: tuple[str, ...], lifecycle: bool, first: int = 0) -> list[Submit]:  # fmt: skip
+    out = []
+    for k in range(first, first + n):
+        size = rng.choice(SIZES)
+        keyed = rng.random() < 0.4
+        options: list[tuple[str, str]] = []
+        if lifecycle and rng.random() < 0.35:
+            options.append(("expires_in_s", str(rng.choice([3, 10, 30, 120]))))
+        if lifecycle and rng.random() < 0.35:
+            options.append(("not_before", str(rng.choice([5, 20, 60]))))
+        if lifecycle and rng.random() < 0.35:
+            options.append(("max_failed_fraction", rng.choice(["0", "0.1", "0.5"])))
+        out.append(
+            Submit(
+                at_s=round(rng.uniform(*at), 3),
+                instance=rng.randrange(instances),
+                label=f"b{k}",
+                items=size,
+                tenant=rng.choice(tenants),
+                priority=rng.choice(["normal", "normal", "high"]),
+                key=f"key-{seed}-{k}" if keyed else None,
+                retries=2 if keyed else 0,
+                modes=tuple(rng.choice(modes) for _ in range(size)),
+                ndjson=rng.random() < 0.3,
+                gzip=rng.random() < 0.3,
+                as_params=rng.random() < 0.3,
+                options=tuple(options),
+                callback=lifecycle and rng.random() < 0.6,
+            )
+        )
+    return out
+
+
+def sync_handler(scenario: Scenario, rng: random.Random, share: float) -> None:
+    if rng.random() < share:
+        scenario.handler = "sync"
+        scenario.threads = rng.choice([1, 2, 4])
+        scenario.handler_s = rng.choice([(0.001, 0.2), (0.5, 2.0), (2.0, 6.0)])
+
+
+def spans(rng: random.Random, kinds: tuple[str, ...], n: int, within_s: float, longest_s: float) -> list[Span]:
+    out = []
+    for _ in range(n):
+        start = rng.uniform(0.0, within_s)
+        out.append(Span(round(start, 3), round(start + rng.uniform(1.0, longest_s), 3), rng.choice(kinds)))
+    return sorted(out, key=lambda s: s.start_s)
+
+
+def lifecycle(scenario: Scenario, rng: random.Random, instances: int) -> None:
+    scenario.submits = submits(rng, scenario.seed, instances, rng.randint(2, 6), at=(0.0, 40.0),
+                               tenants=["", "", "a", "b"], modes=LIFECYCLE_MODES, lifecycle=True)  # fmt: skip
+    sync_handler(scenario, rng, 0.5)
+    scenario.receiver = spans(rng, RECEIVER_KINDS, rng.choice([0, 1, 1, 2]), 120.0, 60.0)
+    labels = [s.label for s in scenario.submits]
+    for _ in range(rng.choice([0, 1, 1, 2])):
+        scenario.api_cancels.append((round(rng.uniform(1.0, 50.0), 3), rng.choice(labels)))
+    for label in labels:
+        if rng.random() < 0.5:
+            scenario.polls.append((label, float(rng.choice([2, 5, 10])), 40))
+    for _ in range(rng.choice([0, 1, 1, 2])):
+        scenario.replays.append((round(rng.uniform(60.0, 240.0), 3), rng.random() < 0.4, rng.random() < 0.3))
+    if scenario.faults:
+        scenario.add_faults(rng, instances)
+
+
+def idle(scenario: Scenario, rng: random.Random, instances: int) -> None:
+    tenants = [f"t{n}" for n in range(rng.randint(5, 40))]
+    first = submits(rng, scenario.seed, instances, rng.randint(3, 12), at=(0.0, 20.0), tenants=tenants,
+                    modes=("ok",), lifecycle=False)  # fmt: skip
+    gap = rng.choice(IDLE_S)
+    quiet_from = 300.0
+    scenario.idle.append(Span(quiet_from, quiet_from + gap, "idle"))
+    again = quiet_from + gap + rng.uniform(0.0, 60.0)
+    second = submits(rng, scenario.seed, instances, rng.randint(1, 6), at=(again, again + 20.0), tenants=tenants,
+                     modes=("ok",), lifecycle=False, first=len(first))  # fmt: skip
+    scenario.submits = first + second
+    sync_handler(scenario, rng, 0.3)
+    if scenario.faults:
+        for sp in spans(rng, ("slow",), rng.randint(1, 2), 60.0, 20.0):
+            scenario.storage_spans.append(Span(sp.start_s, sp.end_s, "slow", rng.choice([0.2, 0.5, 1.0])))
+
+
+def platform(scenario: Scenario, rng: random.Random, instances: int) -> None:
+    modes = ("ok", "ok", "ok", "t1", "perm")
+    scenario.submits = submits(rng, scenario.seed, instances, rng.randint(2, 6), at=(0.0, 40.0),
+                               tenants=["", "a", "b"], modes=modes, lifecycle=False)  # fmt: skip
+    sync_handler(scenario, rng, 0.5)
+    if not scenario.faults:
+        return
+    scenario.renewals = spans(rng, ("fail",), rng.choice([0, 1, 1]), 60.0, 40.0)
+    scenario.settle_fail = rng.choice([0.0, 0.1, 0.3])
+    scenario.sends = spans(rng, ("refused", "link"), rng.choice([0, 1, 1, 2]), 60.0, 30.0)
+    for sp in spans(rng, ("slow",), rng.choice([0, 1, 1]), 60.0, 20.0):
+        scenario.storage_spans.append(Span(sp.start_s, sp.end_s, "slow", rng.choice([0.2, 0.5, 1.0])))
+    if rng.random() < 0.3:
+        scenario.crashes.append(Crash(round(rng.uniform(1.0, 60.0), 3), rng.randrange(instances), rng.uniform(1, 30)))

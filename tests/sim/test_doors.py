@@ -1,0 +1,44 @@
+"""The doors of the simulated world (`sim.families`): a few seeds of each family that opens them, each run
+with every invariant; the timer runs what `function_app`'s timer runs; RELIABILITY.md names every feature whose
+reach `python -m sim` prints. `make simulate` runs many more (RELIABILITY.md, "The simulation")."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from sim.platform import FEATURES
+from sim.world import run
+
+ROOT = Path(__file__).resolve().parents[2]
+DOOR_SEEDS = [("lifecycle", 1), ("lifecycle", 3), ("idle", 1), ("platform", 0), ("platform", 2)]
+
+
+@pytest.mark.parametrize(("family", "seed"), DOOR_SEEDS)
+def test_every_invariant_holds_through_the_other_doors(family: str, seed: int) -> None:
+    outcome = run(seed, family=family)
+    assert outcome.ok, outcome.report()
+    assert outcome.accepted > 0, outcome.report()
+    assert outcome.features, outcome.report()
+
+
+def awaited_calls(source: str, function: str) -> list[str]:
+    tree = ast.parse(source)
+    body = next(n for n in ast.walk(tree) if isinstance(n, ast.AsyncFunctionDef) and n.name == function)
+    return [
+        ast.unparse(n.value.func) for n in ast.walk(body) if isinstance(n, ast.Await) and isinstance(n.value, ast.Call)
+    ]
+
+
+def test_the_simulated_timer_runs_what_the_timer_function_runs() -> None:
+    app = awaited_calls((ROOT / "function_app.py").read_text(), "fallback_poll")
+    sim = awaited_calls((ROOT / "sim" / "platform.py").read_text(), "body")
+    assert [c.split(".")[-1] for c in app] == [c.split(".")[-1] for c in sim], (app, sim)
+
+
+def test_reliability_names_every_feature_the_reach_table_counts() -> None:
+    text = (ROOT / "RELIABILITY.md").read_text()
+    missing = [f for f in FEATURES if f"`{f}`" not in text]
+    assert not missing, missing
