@@ -39,7 +39,7 @@ def headers_of(req: func.HttpRequest) -> dict[str, str]:
 @app.function_name("submit_batch")
 @app.route(route="batches", methods=["POST"])
 async def submit_batch(req: func.HttpRequest) -> func.HttpResponse:
-    return http_response(await api.submit_batch(req.get_body(), headers_of(req), dict(req.params)))
+    return http_response(await api.submit_batch(req.get_body(), headers_of(req), dict(req.params), req.url))
 
 
 @app.function_name("batch_list")

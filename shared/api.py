@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from shared.access import caller, replay_scope
 from shared.batch import lifecycle
@@ -123,28 +124,36 @@ def submit_options(headers: Mapping[str, str], params: Mapping[str, str]) -> lif
     return replace(lifecycle.options(expires_in_s, not_before, fraction, now), not_before_asked=given("not_before"))
 
 
-def submit_callback(headers: Mapping[str, str], params: Mapping[str, str], settings: Settings) -> str | None:
+def submit_callback(
+    headers: Mapping[str, str], params: Mapping[str, str], settings: Settings, request_url: str | None = None
+) -> str | None:
     """The completion notice's URL, as an `X-Callback-Url` header or a `callback_url` query parameter (the header
-    wins); a JSON 400 naming `callback_url` unless a notice may go there (`shared.core.webhooks`)."""
+    wins); a JSON 400 naming `callback_url` unless a notice may go there (`shared.core.webhooks`), or when the
+    query gives it twice (the host hands the values on joined by a comma: a URL nobody named)."""
+    query = urlsplit(request_url or "").query
+    if [k for k, _ in parse_qsl(query, keep_blank_values=True)].count("callback_url") > 1:
+        raise MalformedRequest("callback_url is given more than once: name one URL", field="callback_url")
     url = headers.get("x-callback-url", params.get("callback_url"))
     if url is None:
         return None
     try:
         return webhooks.checked_callback_url(
-            url, hosts=settings.callback_hosts(), allow_http_loopback=settings.callback_allow_http_loopback
+            url, origins=settings.callback_origins(), allow_http_loopback=settings.callback_allow_http_loopback
         )
     except ValueError as e:
         raise MalformedRequest(str(e), field="callback_url") from None
 
 
-async def submit_batch(body: bytes, headers: Mapping[str, str], params: Mapping[str, str] | None = None) -> ApiResponse:
-    """`headers` with lower-case names; `params`: the query string."""
+async def submit_batch(
+    body: bytes, headers: Mapping[str, str], params: Mapping[str, str] | None = None, request_url: str | None = None
+) -> ApiResponse:
+    """`headers` with lower-case names; `params`: the query string; `request_url`: the request's whole URL."""
 
     async def call() -> ApiResponse:
         lane = submit_lane(headers, params or {}, caller(headers))
         options = submit_options(headers, params or {})
         found = services()
-        callback_url = submit_callback(headers, params or {}, found.settings)
+        callback_url = submit_callback(headers, params or {}, found.settings, request_url)
         done = await submit(
             found,
             body,

@@ -40,6 +40,9 @@ class Receiver:
     port: int = 0
     got: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    in_flight: int = 0
+    most_in_flight: int = 0  # POSTs being answered at once, at most
+    release: threading.Event = field(default_factory=threading.Event)  # a held receiver answers once it is set
 
     def url(self, path: str = "/hook") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -61,27 +64,44 @@ class Receiver:
 
 
 @contextmanager
-def receiving(secret: str, statuses: Sequence[int] = (200,)) -> Iterator[Receiver]:
+def receiving(
+    secret: str, statuses: Sequence[int] = (200,), *, port: int = 0, hold: bool = False, answer: bytes = b"ok"
+) -> Iterator[Receiver]:
+    """A receiver on `port` (0: any free one); with `hold`, each POST waits to be answered until `release` is set
+    (a receiver slower than the app's timeout); `answer` is the body of every answer."""
     receiver = Receiver(secret, list(statuses))
+    if not hold:
+        receiver.release.set()
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("content-length", "0")))
-            status = receiver.take(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-            self.send_response(status)
-            self.send_header("content-length", "2")
-            self.end_headers()
-            self.wfile.write(b"ok")
+            with receiver.lock:
+                receiver.in_flight += 1
+                receiver.most_in_flight = max(receiver.most_in_flight, receiver.in_flight)
+            try:
+                status = receiver.take(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                receiver.release.wait(60)
+                self.send_response(status)
+                self.send_header("content-length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+            except OSError:
+                pass  # the app gave up on this attempt (its timeout) and closed the connection
+            finally:
+                with receiver.lock:
+                    receiver.in_flight -= 1
 
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     receiver.port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, name="webhook receiver", daemon=True)
     thread.start()
     try:
         yield receiver
     finally:
+        receiver.release.set()
         server.shutdown()
         server.server_close()

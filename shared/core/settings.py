@@ -15,6 +15,7 @@ from enum import Enum
 from typing import Any
 from urllib.parse import urlparse
 
+from shared.core import origins
 from shared.core.errors import SettingsError
 from shared.core.identity import ROLES_CLAIM, TenantFrom
 from shared.core.lanes import LANE_SUFFIX_MAX
@@ -23,7 +24,6 @@ QUEUE_NAME_MAX = 63
 QUEUE_NAME = re.compile(r"^[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]$")
 CONTAINER_NAME = QUEUE_NAME
 SERVICEBUS_ENTITY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,259}$")
-CALLBACK_HOST = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$|^\[?[0-9a-f:]+\]?$")
 HANDLER_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 # A queue message holds 64 KiB; the design keeps inline chunks under the base64-inflated size.
@@ -186,15 +186,18 @@ class Settings:
             raise SettingsError("CALLBACK_RETRY_MAX_S", "must be >= CALLBACK_RETRY_BASE_S")
         if self.callback_secret and not valid_webhook_secret(self.callback_secret):
             raise SettingsError("CALLBACK_SECRET", "must be whsec_ followed by base64 of at least 24 bytes")
-        if self.callback_hosts() and not self.callback_secret:
+        try:
+            allowed = self.callback_origins()
+        except ValueError as e:
+            raise SettingsError("CALLBACK_ALLOWED_HOSTS", str(e)) from None
+        if allowed and not self.callback_secret:
             raise SettingsError("CALLBACK_SECRET", "must be set when CALLBACK_ALLOWED_HOSTS names a host")
-        for host in self.callback_hosts():
-            if not CALLBACK_HOST.fullmatch(host):
-                raise SettingsError("CALLBACK_ALLOWED_HOSTS", f"{host!r} is not a host name (no scheme, port or path)")
 
-    def callback_hosts(self) -> frozenset[str]:
-        """The hosts a callback_url may name, lower-cased."""
-        return frozenset(h.strip().lower() for h in self.callback_allowed_hosts.split(",") if h.strip())
+    def callback_origins(self) -> frozenset[origins.Origin]:
+        """The origins (scheme, host, port) a callback_url may name (`shared.core.origins`)."""
+        return origins.allowed_origins(
+            self.callback_allowed_hosts, allow_http_loopback=self.callback_allow_http_loopback
+        )
 
     def partition_queues(self) -> list[str]:
         """The storage queues chunks are spread over: the work queue itself, or `<queue>-0..N-1`."""

@@ -11,50 +11,53 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import ipaddress
 import json
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
 from shared.core.backoff import retry_delay_ms
+from shared.core.origins import DEFAULT_PORTS, Origin, is_loopback, origin, show
 
 MAX_CALLBACK_URL = 2048
-LOOPBACK_NAMES = frozenset({"localhost"})
 FINAL_STATUSES = frozenset({"completed", "completed_with_failures", "cancelled", "expired", "failed"})
+# What a URL may hold as it is (RFC 3986): anything else must be percent-encoded, and a `%` starts an escape.
+URL_CHARS = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:/?#\[\]@%]*")
+BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 
-def is_loopback(host: str) -> bool:
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def checked_callback_url(url: str, *, hosts: frozenset[str], allow_http_loopback: bool) -> str:
+def checked_callback_url(url: str, *, origins: frozenset[Origin], allow_http_loopback: bool) -> str:
     """The URL if a notice may go there, else ValueError saying why (the API answers it as a 400 naming
-    `callback_url`): https to a host of CALLBACK_ALLOWED_HOSTS, or plain http to loopback when allowed."""
-    if not hosts:
+    `callback_url`): https to an origin (scheme, host, port) of CALLBACK_ALLOWED_HOSTS, or plain http to loopback
+    when allowed; and a URL that is sent exactly as given, byte for byte (nothing in it would be re-encoded)."""
+    if not origins:
         raise ValueError("callback_url is not accepted here: CALLBACK_ALLOWED_HOSTS names no host")
     if not url or len(url) > MAX_CALLBACK_URL or not url.isascii() or not url.isprintable() or " " in url:
         raise ValueError(f"callback_url must be an absolute URL of 1-{MAX_CALLBACK_URL} printable ASCII characters")
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+        port = parts.port
     except ValueError:
         raise ValueError("callback_url is not a valid URL") from None
     host = (parts.hostname or "").lower()
     if parts.username is not None or parts.password is not None:
         raise ValueError("callback_url must not carry credentials (user:password@)")
-    if parts.fragment:
+    if parts.fragment or url.endswith("#"):
         raise ValueError("callback_url must not have a #fragment")
     if parts.scheme == "http" and not (allow_http_loopback and is_loopback(host)):
         raise ValueError("callback_url must be https (plain http only to loopback, when CALLBACK_ALLOW_HTTP_LOOPBACK)")
-    if parts.scheme not in {"https", "http"} or not host:
+    if parts.scheme not in DEFAULT_PORTS or not host:
         raise ValueError("callback_url must be an https URL with a host")
-    if host not in hosts:
-        raise ValueError(f"callback_url's host {host!r} is not one of CALLBACK_ALLOWED_HOSTS")
+    if not URL_CHARS.fullmatch(url):
+        raise ValueError("callback_url has characters a URL must percent-encode (it is sent as given)")
+    if BAD_ESCAPE.search(url):
+        raise ValueError("callback_url has a % not followed by two hex digits (it is sent as given)")
+    if not parts.path.startswith("/"):
+        raise ValueError("callback_url must have a path, at least / (it is sent as given)")
+    if origin(parts.scheme, host, port) not in origins:
+        raise ValueError(
+            f"callback_url's origin {show(origin(parts.scheme, host, port))} is not one of CALLBACK_ALLOWED_HOSTS"
+        )
     return url
 
 
@@ -90,10 +93,18 @@ def body(status: dict[str, Any], timestamp_iso: str) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode("utf-8")
 
 
-def next_delay_s(attempt: int, *, base_s: float, max_s: float, u: float) -> float:
+TIMEOUT_STEPS = 2  # an attempt that timed out doubles the wait twice more than a failure that was answered
+TIMEOUT_CAP = 4  # and lets the waits after it grow to 4 times CALLBACK_RETRY_MAX_S
+
+
+def next_delay_s(attempt: int, *, base_s: float, max_s: float, u: float, timeouts: int = 0) -> float:
     """The wait after failed attempt number `attempt` (1-based): doubling from `base_s`, capped at `max_s`,
-    jittered over the upper half so that the notices of one outage do not all come back together."""
-    return retry_delay_ms(attempt, base_ms=round(base_s * 1000), max_ms=round(max_s * 1000), jitter=True, u=u) / 1000
+    jittered over the upper half so that the notices of one outage do not all come back together. Each of the
+    `timeouts` attempts that got no answer within CALLBACK_TIMEOUT_S doubles it twice more, up to TIMEOUT_CAP times
+    `max_s`: a receiver slower than the timeout most likely got the notice each time, so it is sent less often."""
+    steps = attempt + TIMEOUT_STEPS * timeouts
+    cap = max_s * (TIMEOUT_CAP if timeouts else 1)
+    return retry_delay_ms(steps, base_ms=round(base_s * 1000), max_ms=round(cap * 1000), jitter=True, u=u) / 1000
 
 
 def host_of(url: str) -> str:

@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import logging
 import random
+import socket
+import ssl
 import time
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
 import aiohttp
+import yarl
 
 from shared.batch.batches import Manifest
 from shared.core import webhooks
@@ -35,6 +38,7 @@ from shared.core.errors import (
     TriggerUnavailable,
 )
 from shared.core.events import Reason, TriggerEvent
+from shared.core.settings import Settings
 from shared.services import Services
 from shared.store.storage import read_json, translated, write_json
 
@@ -43,9 +47,15 @@ log = logging.getLogger(__name__)
 PREFIX = "notices/"
 STALL_S = 60.0  # a pending notice this overdue has lost its event: the sweep or a status read publishes it again
 EARLY_S = 1.0  # an event this early is a duplicate of one whose attempt already ran (the due time moved on)
-CLAIM_MARGIN_S = 30.0  # the last attempt holds the notice for its timeout and this long
-MAX_RESPONSE_BYTES = 1024  # of a receiver's answer, only this much is ever read (for the error shown in status)
-SHOWN_ERROR = 200
+# An attempt holds the notice (its claim) at least for its Service Bus publish, its POST and this much more, so
+# that no second attempt starts while the first may still be sending, whatever the retry delay.
+CLAIM_MARGIN_S = 10.0
+MAX_RESPONSE_BYTES = 1024  # of a receiver's answer, only this much is read (and never shown)
+# What the status route says of a failed attempt: a fixed reason, never the receiver's words or the raw error
+# (they would make the route a port scanner's and a banner grabber's tool); the full error is logged.
+REASONS = frozenset(
+    {"not_allowed", "connect_failed", "tls", "timeout", "send_failed", "http_1xx", "http_3xx", "http_4xx", "http_5xx"}
+)
 
 
 def notice_blob(batch_id: str) -> str:
@@ -67,8 +77,9 @@ class Notice:
     attempts: int = 0
     next_due_s: float | None = None
     last_status: int | None = None
-    last_error: str | None = None
+    last_error: str | None = None  # one of REASONS
     finished_s: float | None = None
+    timeouts: int = 0  # attempts that got no answer within CALLBACK_TIMEOUT_S (they lengthen the waits)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,11 +100,16 @@ class Notice:
             "state": self.state,
             "attempts": self.attempts,
             "next_attempt_at": iso(self.next_due_s) if self.state == "pending" else None,
-            "last_status": self.last_status,
-            "last_error": self.last_error,
+            "last_status": None if self.last_status is None else f"{self.last_status // 100}xx",
+            "last_error": shown_reason(self.last_error),
             "delivered_at": iso(self.finished_s) if self.state == "delivered" else None,
             "gave_up_at": iso(self.finished_s) if self.state == "failed" else None,
         }
+
+
+def shown_reason(error: str | None) -> str | None:
+    """A stored reason as the status route shows it (a notice stored before REASONS held the raw error)."""
+    return None if error is None else error if error in REASONS else "send_failed"
 
 
 async def batch_final(services: Services, manifest: Manifest, status: dict[str, Any]) -> Notice | None:
@@ -173,65 +189,115 @@ async def step(services: Services, batch_id: str) -> str:
         return f"notice-{notice.state}"
     if notice.next_due_s is not None and notice.next_due_s > now + EARLY_S:
         return "notice-not-due"
+    state = services.storage.container(services.settings.state_container)
+    if now >= notice.deadline_s:  # a crash during the last attempt brought its event back: no attempt starts now
+        return await give_up(state, notice, etag)
     settings = services.settings
     attempt = notice.attempts + 1
     delay = webhooks.next_delay_s(
-        attempt, base_s=settings.callback_retry_base_s, max_s=settings.callback_retry_max_s, u=random.random()
-    )
+        attempt, base_s=settings.callback_retry_base_s, max_s=settings.callback_retry_max_s, u=random.random(),
+        timeouts=notice.timeouts,
+    )  # fmt: skip
     last = now + delay > notice.deadline_s
-    # The last attempt too is held (for its timeout): a crash during it comes back once more, then gives up.
-    hold = settings.callback_timeout_s + CLAIM_MARGIN_S if last else delay
+    # Held past the POST's longest time whatever the delay (no overlap); the last one too: a crash during it comes
+    # back once, and then gives up.
+    hold = max(0.0 if last else delay, settings.publish_timeout_s + settings.callback_timeout_s + CLAIM_MARGIN_S)
     claimed = replace(notice, attempts=attempt, next_due_s=now + hold)
-    state = services.storage.container(settings.state_container)
     try:
         etag = await write_json(state, notice_blob(batch_id), claimed.to_json(), etag=etag, metadata=claimed.metadata())
     except (PreconditionFailed, ResourceConflict):
         return "notice-taken"
     await publish(services, batch_id, at=claimed.next_due_s)
-    ok, status, error = await deliver(services, claimed)
-    if ok:
-        done = replace(claimed, state="delivered", next_due_s=None, last_status=status, last_error=None,
-                       finished_s=time.time())  # fmt: skip
-    elif last:
-        done = replace(claimed, state="failed", next_due_s=None, last_status=status, last_error=error,
-                       finished_s=time.time())  # fmt: skip
-    else:
-        done = replace(claimed, last_status=status, last_error=error)
+    ok, status, reason = await deliver(services, claimed)
+    done = outcome(settings, claimed, now, last, ok, status, reason)
     try:
         await write_json(state, notice_blob(batch_id), done.to_json(), etag=etag, metadata=done.metadata())
     except (PreconditionFailed, ResourceConflict):
         log.warning("batch %s: notice attempt %d's outcome not written (another attempt took it)", batch_id, attempt)
+        return "notice-retrying"
+    if done.state == "pending" and done.next_due_s != claimed.next_due_s:
+        await publish(services, batch_id, at=done.next_due_s)  # it timed out: the next attempt waits longer
     log.log(
         logging.INFO if ok else logging.WARNING,
         "batch %s: notice attempt %d to %s: %s", batch_id, attempt, webhooks.host_of(notice.url),
-        "delivered" if ok else f"{error}; {done.state}" + (f", next at {iso(done.next_due_s)}" if not last else ""),
+        "delivered" if ok else f"{reason}; {done.state}" + (f", next at {iso(done.next_due_s)}" if not last else ""),
     )  # fmt: skip
     return f"notice-{done.state if done.state != 'pending' else 'retrying'}"
 
 
+def outcome(
+    settings: Settings, claimed: Notice, started: float, last: bool, ok: bool, status: int | None, reason: str | None
+) -> Notice:
+    """The notice after its attempt: delivered, failed (the last attempt, or the next one would start past the
+    deadline), or pending; an attempt that timed out moves the next one on (`webhooks.next_delay_s`)."""
+    if ok:
+        return replace(claimed, state="delivered", next_due_s=None, last_status=status, last_error=None,
+                       finished_s=time.time())  # fmt: skip
+    timeouts = claimed.timeouts + (reason == "timeout")
+    due = claimed.next_due_s
+    if reason == "timeout" and not last:
+        delay = webhooks.next_delay_s(
+            claimed.attempts, base_s=settings.callback_retry_base_s, max_s=settings.callback_retry_max_s,
+            u=random.random(), timeouts=timeouts,
+        )  # fmt: skip
+        due = max(due or 0.0, started + delay)
+    if last or (due is not None and due >= claimed.deadline_s):
+        return replace(claimed, state="failed", next_due_s=None, last_status=status, last_error=reason,
+                       finished_s=time.time(), timeouts=timeouts)  # fmt: skip
+    return replace(claimed, next_due_s=due, last_status=status, last_error=reason, timeouts=timeouts)
+
+
+async def give_up(state: Any, notice: Notice, etag: str) -> str:
+    """Mark a notice past its deadline failed, without an attempt."""
+    failed = replace(notice, state="failed", next_due_s=None, finished_s=time.time())
+    try:
+        await write_json(state, notice_blob(notice.batch_id), failed.to_json(), etag=etag, metadata=failed.metadata())
+    except (PreconditionFailed, ResourceConflict):
+        return "notice-taken"
+    log.warning("batch %s: its notice is past its deadline after %d attempt(s); gave up", notice.batch_id,
+                notice.attempts)  # fmt: skip
+    return "notice-failed"
+
+
 async def deliver(services: Services, notice: Notice) -> tuple[bool, int | None, str | None]:
-    """POST the notice once: no redirect followed, CALLBACK_TIMEOUT_S in all, at most MAX_RESPONSE_BYTES of
-    the answer read. (delivered?, HTTP status, error)."""
+    """POST the notice once, to the URL byte for byte as the batch reports it (nothing re-encoded): no redirect
+    followed, CALLBACK_TIMEOUT_S in all, at most MAX_RESPONSE_BYTES of the answer read. (delivered?, HTTP status,
+    one of REASONS); the raw error is logged, never stored."""
     settings = services.settings
     try:
         webhooks.checked_callback_url(
-            notice.url, hosts=settings.callback_hosts(), allow_http_loopback=settings.callback_allow_http_loopback
+            notice.url, origins=settings.callback_origins(), allow_http_loopback=settings.callback_allow_http_loopback
         )
     except ValueError as e:  # the allow-list changed since the submit
-        return False, None, str(e)
+        log.warning("batch %s: notice not sent: %s", notice.batch_id, e)
+        return False, None, "not_allowed"
     body = notice.body.encode("utf-8")
     headers = webhooks.headers(settings.callback_secret, webhooks.message_id(notice.batch_id), int(time.time()), body)
     timeout = aiohttp.ClientTimeout(total=settings.callback_timeout_s)
     try:
         async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as session:
-            async with session.post(notice.url, data=body, headers=headers, allow_redirects=False) as response:
-                head = await response.content.read(MAX_RESPONSE_BYTES)
+            url = yarl.URL(notice.url, encoded=True)
+            async with session.post(url, data=body, headers=headers, allow_redirects=False) as response:
+                await response.content.read(MAX_RESPONSE_BYTES)
                 if 200 <= response.status < 300:
                     return True, response.status, None
-                text = head.decode("utf-8", "replace")[:SHOWN_ERROR]
-                return False, response.status, f"HTTP {response.status}" + (f": {text}" if text.strip() else "")
+                return False, response.status, f"http_{response.status // 100}xx"
     except (aiohttp.ClientError, TimeoutError, OSError) as e:
-        return False, None, f"{type(e).__name__}: {e}"[:SHOWN_ERROR]
+        reason = failure_reason(e)
+        log.warning("batch %s: notice attempt to %s: %s (%s: %s)", notice.batch_id, webhooks.host_of(notice.url),
+                    reason, type(e).__name__, e)  # fmt: skip
+        return False, None, reason
+
+
+def failure_reason(error: BaseException) -> str:
+    """The fixed reason (one of REASONS) for an attempt that got no HTTP answer."""
+    if isinstance(error, aiohttp.ClientSSLError | ssl.SSLError):
+        return "tls"
+    if isinstance(error, TimeoutError):  # aiohttp's timeouts are TimeoutErrors too
+        return "timeout"
+    if isinstance(error, aiohttp.ClientConnectorError | ConnectionRefusedError | socket.gaierror):
+        return "connect_failed"
+    return "send_failed"
 
 
 async def for_status(services: Services, manifest: Manifest, status: dict[str, Any]) -> dict[str, Any] | None:

@@ -40,7 +40,7 @@ def with_callbacks(configure: Any, receiver: Receiver) -> Services:
         publisher=RecordingPublisher(),
         CHUNK_MAX_ITEMS="5",
         HANDLER="tests.app.handlers:record",
-        CALLBACK_ALLOWED_HOSTS="127.0.0.1",
+        CALLBACK_ALLOWED_HOSTS=f"http://127.0.0.1:{receiver.port}",
         CALLBACK_ALLOW_HTTP_LOOPBACK="true",
         CALLBACK_SECRET=SECRET,
     )

@@ -14,16 +14,18 @@ import pytest
 from queue_drain_client import AsyncClient, Client, ConnectionFailed, WaitTimeout
 from queue_drain_client.errors import LimitExceeded, MalformedRequest, NotFound, UnsupportedMediaType
 
+from devstack.procs import free_port
 from tests.faults.stack import Stack, started
 from tests.receiver import new_secret, receiving
 
 SECRET = new_secret()
+PORT = free_port()  # the receiver's: the callback allow list names origins (scheme, host, port)
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     settings = {
-        "CALLBACK_ALLOWED_HOSTS": "127.0.0.1",
+        "CALLBACK_ALLOWED_HOSTS": f"http://127.0.0.1:{PORT}",
         "CALLBACK_ALLOW_HTTP_LOOPBACK": "true",
         "CALLBACK_SECRET": SECRET,
         "FAULT_CHUNK_DELAY_S": "0.5",  # a chunk takes this long: a large batch is still running when cancelled
@@ -101,7 +103,7 @@ def test_an_unreachable_app_and_a_wait_that_runs_out_are_errors_of_their_own(cli
 
 
 def test_a_callback_named_through_the_client_is_delivered_and_shown_in_status(client: Client) -> None:
-    with receiving(SECRET) as receiver:
+    with receiving(SECRET, port=PORT) as receiver:
         batch = client.submit(items(5, "cb"), callback_url=receiver.url())
         assert batch.raw["callback_url"] == receiver.url()
         client.wait(batch.batch_id, timeout_s=120, every_s=0.2)

@@ -1,6 +1,8 @@
 """Completion notices on the whole local stack: a notice whose retry falls due while the host is dead (`kill -9`)
 is delivered once the host is back, with a signature a Standard Webhooks receiver accepts; a callback URL off the
-allow-list is refused with a 400 naming `callback_url`, and nothing is stored."""
+allow-list (by origin: another port of an allowed host too) or one that would be re-encoded is refused with a
+400 naming `callback_url`, and nothing is stored; the URL is POSTed byte for byte as the batch reports it; the
+status route shows a failed attempt's status class and a fixed reason, never the receiver's words."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from devstack.procs import free_port
 from tests.faults.stack import Stack, call, started, wait_until
 from tests.receiver import new_secret, receiving
 
@@ -20,12 +23,14 @@ pytestmark = pytest.mark.faults
 
 SECRET = new_secret()
 RETRY_S = 6  # the first retry comes 3-6 s after a failed attempt (jittered over the upper half)
+PORT = free_port()  # the receivers' port: the one origin allowed, with CLOSED (where nothing listens)
+CLOSED = free_port()
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     settings = {
-        "CALLBACK_ALLOWED_HOSTS": "127.0.0.1",
+        "CALLBACK_ALLOWED_HOSTS": f"http://127.0.0.1:{PORT}, http://127.0.0.1:{CLOSED}",
         "CALLBACK_ALLOW_HTTP_LOOPBACK": "true",
         "CALLBACK_SECRET": SECRET,
         "CALLBACK_RETRY_BASE_S": str(RETRY_S),
@@ -36,9 +41,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         yield found
 
 
-def submit(stack: Stack, items: int, callback_url: str) -> Any:
+def submit(stack: Stack, items: int, callback_url: str, *also: str) -> Any:
+    """A submit naming `callback_url` in its query (and each of `also` as one more `callback_url` value)."""
     body = "\n".join(json.dumps({"id": f"n-{n}"}) for n in range(items)).encode()
-    query = urllib.parse.urlencode({"callback_url": callback_url})
+    query = urllib.parse.urlencode([("callback_url", url) for url in (callback_url, *also)])
     return call(f"{stack.live_host().url}/api/batches?{query}", "POST", body, {"Content-Type": "application/x-ndjson"})
 
 
@@ -57,7 +63,7 @@ def manifests(stack: Stack) -> int:
 
 @pytest.mark.timeout(300)
 def test_a_notice_due_while_the_host_is_killed_is_delivered_signed_once_it_is_back(stack: Stack) -> None:
-    with receiving(SECRET, statuses=[503, 200]) as receiver:
+    with receiving(SECRET, statuses=[503, 200], port=PORT) as receiver:
         reply = submit(stack, 40, receiver.url("/hook?token=t1"))
         assert reply.status == 202, reply.body
         batch_id = reply.json()["batch_id"]
@@ -85,7 +91,7 @@ def test_a_notice_due_while_the_host_is_killed_is_delivered_signed_once_it_is_ba
     assert attempts[0].body == attempts[1].body, "every attempt sends the same body"
     callback = status["callback"]
     assert callback["attempts"] >= 2
-    assert callback["last_status"] == 200
+    assert callback["last_status"] == "2xx"
     assert callback["delivered_at"]
     assert callback["last_error"] is None
 
@@ -103,6 +109,10 @@ def delivered(stack: Stack, batch_id: str) -> dict[str, Any] | None:
         ("ftp://127.0.0.1/done", "must be an https URL"),
         ("https://user:pw@127.0.0.1/done", "must not carry credentials"),
         ("/relative", "must be an https URL"),
+        (f"http://127.0.0.1:{PORT + 1 if PORT + 1 != CLOSED else PORT + 2}/done", "origin http://127.0.0.1:"),
+        (f"http://127.0.0.1:{PORT}/%ZZ", "% not followed by two hex digits"),
+        (f"http://127.0.0.1:{PORT}/a|b", "must percent-encode"),
+        (f"http://127.0.0.1:{PORT}?token=1", "must have a path"),
     ],
 )
 def test_a_callback_off_the_allow_list_is_refused_with_a_400_naming_it_and_nothing_is_stored(
@@ -124,3 +134,51 @@ def test_a_submit_naming_a_callback_where_no_host_is_allowed_is_refused(tmp_path
         assert reply.status == 400
         assert "CALLBACK_ALLOWED_HOSTS names no host" in reply.json()["error"]["message"]
         assert manifests(bare) == 0
+
+
+def test_another_port_of_an_allowed_host_is_refused_as_is_a_callback_url_given_twice(stack: Stack) -> None:
+    before = manifests(stack)
+    storage = submit(stack, 2, f"http://127.0.0.1:{stack.azurite_ports.blob}/devstoreaccount1")
+    app = submit(stack, 2, f"{stack.live_host().url}/api/queues")
+    twice = submit(stack, 2, f"http://127.0.0.1:{PORT}/a", f"http://127.0.0.1:{PORT}/b")
+    for reply in (storage, app, twice):
+        assert reply.status == 400, reply.body
+        assert reply.json()["error"]["field"] == "callback_url"
+    assert "is not one of CALLBACK_ALLOWED_HOSTS" in storage.json()["error"]["message"]
+    assert "is not one of CALLBACK_ALLOWED_HOSTS" in app.json()["error"]["message"]
+    assert "more than once" in twice.json()["error"]["message"]
+    assert manifests(stack) == before, "nothing was stored"
+
+
+@pytest.mark.timeout(300)
+def test_a_notice_is_posted_to_its_url_byte_for_byte_as_the_batch_reports_it(stack: Stack) -> None:
+    path = "/hook/a%2fb%41,c;d?x=1&x=2&t=%7e&q=a+b"  # escapes and repeats a client library would rewrite
+    with receiving(SECRET, port=PORT) as receiver:
+        reply = submit(stack, 3, receiver.url(path))
+        assert reply.status == 202, reply.body
+        batch_id = reply.json()["batch_id"]
+        status = wait_until(lambda: delivered(stack, batch_id), 90, "the notice to be delivered")
+    assert reply.json()["callback_url"] == status["callback"]["url"] == receiver.url(path)
+    assert [got.path for got in receiver.got] == [path]
+
+
+@pytest.mark.timeout(300)
+def test_the_status_route_shows_a_failed_attempts_class_and_reason_never_the_receivers_words(stack: Stack) -> None:
+    banner = b"SSH-2.0-OpenSSH_9.6 internal-build-host-7"
+    with receiving(SECRET, statuses=[500], port=PORT, answer=banner) as receiver:
+        answered = submit(stack, 3, receiver.url("/hook")).json()["batch_id"]
+        unreachable = submit(stack, 3, f"http://127.0.0.1:{CLOSED}/hook").json()["batch_id"]
+        first = wait_until(lambda: attempted(stack, answered), 90, "a failed attempt answered 500")
+        second = wait_until(lambda: attempted(stack, unreachable), 90, "a failed attempt where nothing listens")
+    assert (first["callback"]["last_status"], first["callback"]["last_error"]) == ("5xx", "http_5xx")
+    assert (second["callback"]["last_status"], second["callback"]["last_error"]) == (None, "connect_failed")
+    for status in (first, second):
+        text = json.dumps(status)
+        assert "SSH" not in text
+        assert "refused" not in text.lower()
+        assert "Errno" not in text
+
+
+def attempted(stack: Stack, batch_id: str) -> dict[str, Any] | None:
+    status = stack.status(batch_id)
+    return status if status and (status.get("callback") or {}).get("last_error") else None
