@@ -4,6 +4,7 @@ every app setting the code reads, with its real default."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import re
 from pathlib import Path
 
@@ -48,3 +49,16 @@ def test_the_readme_is_short_and_every_page_it_links_exists():
 def test_the_readme_states_how_long_a_dead_drainers_handler_claim_stops_the_rate():
     assert "kill -9" in README
     assert "`LEASE_S` (30 s by default" in README
+
+
+def test_the_design_states_who_may_ring_a_doorbell_and_the_code_it_names_exists():
+    # Issue 36 item 11: a forged `submitted` doorbell (Service Bus Send rights) admits an abandoned attempt's
+    # chunks without a manifest read. That is a stated trust boundary, not a check: the design must say so, and
+    # the functions it points to must be the ones that do it.
+    design = (ROOT / "docs" / "design.md").read_text()
+    entry = next((p for p in design.split("\n- ") if p.startswith("**Trust boundary")), "")
+    assert "Send rights on the" in entry, "docs/design.md states the boundary"
+    assert "abandoned attempt" in entry
+    for dotted in re.findall(r"`(shared\.[a-z_.]+)`", entry):
+        module, name = dotted.rsplit(".", 1)
+        assert hasattr(importlib.import_module(module), name), f"{dotted}, named in the design, exists"
