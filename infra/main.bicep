@@ -56,10 +56,6 @@ param location string
 @description('Object id of whoever deploys (azd: AZURE_PRINCIPAL_ID, set by azd from the signed-in account): it gets the data-plane roles the operator tools need, since shared-key access is off. Empty: none.')
 param principalId string = ''
 
-@description('Kind of that principal (azd: AZURE_PRINCIPAL_TYPE): User for a person, ServicePrincipal for CI.')
-@allowed(['User', 'ServicePrincipal', 'Group'])
-param principalType string = 'User'
-
 @description('Memory of each instance in MB; 2048 gives one vCPU, 4096 two.')
 @allowed([512, 2048, 4096])
 param instanceMemoryMB int = 2048
@@ -203,7 +199,6 @@ module roles 'modules/roles.bicep' = {
     triggerQueueName: names.triggerQueue
     applicationInsightsName: monitoring.outputs.applicationInsightsName
     deployerPrincipalId: principalId
-    deployerPrincipalType: principalType
   }
 }
 

@@ -83,11 +83,11 @@ resource metricsPublisher 'Microsoft.Authorization/roleAssignments@2022-04-01' =
 // Whoever deploys (azd's AZURE_PRINCIPAL_ID), as Microsoft's azd samples do: with shared-key access off, the
 // operator tools (`python -m shared.cli`, Storage Explorer, `az storage` with --auth-mode login) need Entra ID
 // data-plane roles of their own. Read and write, not the owner's ACL rights; sending to the trigger queue for
-// a replay.
+// a replay. These assignments name no principalType: the deployer may be a person (azd up) or CI's service
+// principal, no azd release tells which, and ARM refuses a wrong one (UnmatchedPrincipalType); left out, ARM looks
+// the principal up itself, which is safe for a principal that exists before the deployment, as the deployer does.
 @description('Object id of the deployer; empty: no role for it.')
 param deployerPrincipalId string = ''
-@allowed(['User', 'ServicePrincipal', 'Group'])
-param deployerPrincipalType string = 'User'
 
 var storageBlobDataContributor = 'ba92f5b4-2d11-453d-a403-e96b0029c9fe'
 var azureServiceBusDataSender = '69a216fc-b8fb-44d8-bc22-1f3c2cd27a39'
@@ -98,7 +98,6 @@ resource deployerBlobs 'Microsoft.Authorization/roleAssignments@2022-04-01' = if
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageBlobDataContributor)
     principalId: deployerPrincipalId
-    principalType: deployerPrincipalType
   }
 }
 
@@ -108,7 +107,6 @@ resource deployerQueues 'Microsoft.Authorization/roleAssignments@2022-04-01' = i
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageQueueDataContributor)
     principalId: deployerPrincipalId
-    principalType: deployerPrincipalType
   }
 }
 
@@ -118,6 +116,5 @@ resource deployerSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = i
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', azureServiceBusDataSender)
     principalId: deployerPrincipalId
-    principalType: deployerPrincipalType
   }
 }

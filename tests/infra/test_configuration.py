@@ -19,7 +19,7 @@ PARAMETER_FILE = json.loads((INFRA / "main.parameters.json").read_text())["param
 SUBSTITUTION = re.compile(r"^\$\{([A-Z0-9_]+)(?:=(.*))?\}$")
 # Set by azd itself before it reads main.parameters.json (the signed-in principal), so CI need not pass them;
 # deploy.yml passes them anyway, for a deployer other than the signed-in one.
-AZD_SETS = {"AZURE_PRINCIPAL_ID", "AZURE_PRINCIPAL_TYPE"}
+AZD_SETS = {"AZURE_PRINCIPAL_ID"}
 
 
 def main_tree() -> Node:
@@ -240,3 +240,14 @@ def test_pull_requests_build_and_lint_the_bicep_and_preview_when_credentials_exi
     assert "pull_request" in preview["if"]
     assert "vars.AZURE_CLIENT_ID != ''" in preview["if"]
     assert "azd provision --preview" in " ".join(s.get("run", "") for s in preview["steps"])
+
+
+def test_the_deployers_role_assignments_name_no_principal_type() -> None:
+    # No azd release sets AZURE_PRINCIPAL_TYPE, so CI's service principal got 'User' and ARM refused the
+    # assignments (UnmatchedPrincipalType). Left out, ARM looks the existing principal up itself.
+    roles = parse((INFRA / "modules/roles.bicep").read_bytes())
+    deployer = [r for r in resources(roles) if "deployerPrincipalId" in text(r.body)]
+    assert deployer
+    assert all("principalType" not in text(r.body) for r in deployer)
+    assert "principalType" not in (INFRA / "main.parameters.json").read_text()
+    assert "AZURE_PRINCIPAL_TYPE" not in (ROOT / ".github/workflows/deploy.yml").read_text()
