@@ -98,6 +98,18 @@ async def replay_status(req: func.HttpRequest) -> func.HttpResponse:
     return http_response(await api.replay_status(req.route_params.get("job_id", ""), headers_of(req)))
 
 
+@app.function_name("probe_start")
+@app.route(route="probes", methods=["POST"])
+async def probe_start(req: func.HttpRequest) -> func.HttpResponse:
+    return http_response(await api.probe_start())
+
+
+@app.function_name("probe_status")
+@app.route(route="probes/{probe_id}", methods=["GET"])
+async def probe_status(req: func.HttpRequest) -> func.HttpResponse:
+    return http_response(await api.probe_status(req.route_params.get("probe_id", "")))
+
+
 @app.function_name("dashboard")
 @app.route(route="dashboard", methods=["GET"])
 async def dashboard(req: func.HttpRequest) -> func.HttpResponse:

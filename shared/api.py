@@ -26,7 +26,7 @@ from shared.core.settings import Settings
 from shared.intake.body import Limits, check_depth, loads
 from shared.intake.submit import submit
 from shared.ops import lifecycle as batch_lifecycle
-from shared.ops import parked, replay, replay_jobs, reports
+from shared.ops import parked, probe, replay, replay_jobs, reports
 from shared.ops.status import FINAL
 from shared.runtime import services
 from shared.telemetry import metering
@@ -388,6 +388,23 @@ async def replay_status(job_id: str, headers: Mapping[str, str] | None = None) -
     async def call() -> ApiResponse:
         caller(headers).needs_operator("a background replay's status")
         return ApiResponse(200, await replay_jobs.status(services(), job_id))
+
+    return await read(call)
+
+
+async def probe_start() -> ApiResponse:
+    """The deployment's probe (`shared.ops.probe`): 202 once sent to Service Bus."""
+
+    async def call() -> ApiResponse:
+        started = await probe.start(services())
+        return ApiResponse(202, started, {"Location": started["status_url"]})
+
+    return await answer(call)
+
+
+async def probe_status(probe_id: str) -> ApiResponse:
+    async def call() -> ApiResponse:
+        return ApiResponse(200, await probe.status(services(), probe_id))
 
     return await read(call)
 

@@ -17,7 +17,7 @@ from shared.core.errors import MalformedEvent, NotFound
 from shared.core.events import Reason, TriggerEvent
 from shared.engine.report import DrainReport
 from shared.engine.serve import serve
-from shared.ops import lifecycle, notices, replay_jobs
+from shared.ops import lifecycle, notices, probe, replay_jobs
 from shared.services import Services
 from shared.watch import lookout
 
@@ -34,6 +34,8 @@ async def route(services: Services, event: TriggerEvent, trace: str | None = Non
         return await look(services, event)
     if event.reason is Reason.NOTIFY:
         return await notify(services, event)
+    if event.reason is Reason.PROBE:
+        return await probed(services, event)
     report = await serve(services, event, trace)
     # Did a batch it recorded results of become final (two storage calls per batch, not per chunk)? The one
     # caller that stamps it final stores its completion notice (`shared.ops.notices`).
@@ -65,6 +67,14 @@ async def notify(services: Services, event: TriggerEvent) -> DrainReport:
         raise MalformedEvent("a notify event must name its batch (32 lowercase hex digits)")
     outcome = await notices.step(services, event.batch_id)
     return DrainReport(event.queue, event.slot, event.reason.value, outcome=outcome)
+
+
+async def probed(services: Services, event: TriggerEvent) -> DrainReport:
+    """The deployment's probe reached the drain function (`shared.ops.probe`)."""
+    if not probe.is_probe_id(event.token):
+        raise MalformedEvent("a probe event must carry its id (32 lowercase hex digits)")
+    await probe.seen(services, event.token or "")
+    return DrainReport(event.queue, event.slot, event.reason.value, outcome="probe-seen")
 
 
 async def replay_step(services: Services, event: TriggerEvent) -> DrainReport:

@@ -1,76 +1,172 @@
-"""azd's postdeploy hook: prove the deployed app answers and drains, or fail the deployment.
+"""azd's postdeploy hook: prove the deployed app answers and its whole path works, or fail the deployment.
 
 1. GET /api/openapi.json with no key (the one anonymous route): the host is up and indexed the app.
-2. Fetch the default function key with the Azure CLI (ARM `listKeys`, the deployer's own sign-in).
-3. POST a one-item batch and follow its status_url until `completed`: the submit stored it, the doorbell
-   reached Service Bus, the drain function woke (a cold start on an idle app: allow minutes) and settled it.
+2. The default function key, read through ARM (`listkeys` of the site's host) with azd's own sign-in
+   (`azd auth token`), so the Azure CLI need not be signed in, nor pointed at this subscription.
+   `SMOKE_FUNCTION_KEY` skips this (e.g. after `func azure functionapp publish`, with the key at hand).
+3. POST /api/probes and follow it until the drain function has seen it: the HTTP function sent a trigger event to
+   Service Bus with the app's identity, the Service Bus trigger fired the drain function, which wrote to storage,
+   and the status route read it back with the work queue's depth. No batch, no call of the chunk handler: a
+   custom handler never fails a deploy, and nothing lands among the user's batches.
+
+Every step is retried with back-off until one deadline (`SMOKE_TIMEOUT_S`, 900 s by default): after a first
+deploy the identity's new roles take up to about ten minutes to reach storage and Service Bus (403s, a host that
+answers 503 meanwhile), the host's keys exist only once it has started, and an idle app's first event waits for
+a cold start. A refusal that waiting cannot mend (400, 404 of a route, a bad URL) fails at once.
 
 Standard library only (it runs wherever azd runs). azd passes its environment values as environment variables:
-FUNCTION_APP_URL, AZURE_RESOURCE_GROUP, AZURE_FUNCTION_APP_NAME (infra/main.bicep outputs).
+FUNCTION_APP_URL, AZURE_SUBSCRIPTION_ID, AZURE_RESOURCE_GROUP, AZURE_FUNCTION_APP_NAME (infra/main.bicep outputs).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
-TIMEOUT_S = float(os.environ.get("SMOKE_TIMEOUT_S", "600"))
-ITEM = {"id": "smoke-0", "amount": "1.00", "currency": "EUR", "author": "author-000", "distributor": "partner-0"}
+TIMEOUT_S = float(os.environ.get("SMOKE_TIMEOUT_S", "900"))
+ARM = os.environ.get("SMOKE_ARM_ENDPOINT", "https://management.azure.com").rstrip("/")
+ARM_API_VERSION = "2023-12-01"
+REQUEST_TIMEOUT_S = 30.0
+FIRST_WAIT_S, LONGEST_WAIT_S = 2.0, 20.0
+# Answers worth waiting out: the host starting (502, 503, 504), a role or key not yet propagated (401, 403), a
+# throttle (429), a transient failure (500), a key listing asked of a host not started yet (409).
+RETRIED = {401, 403, 408, 409, 429, 500, 502, 503, 504}
 
 
-def call(url: str, *, key: str = "", body: bytes | None = None) -> tuple[int, Any]:
-    headers = {"Content-Type": "application/x-ndjson"} if body is not None else {}
-    if key:
-        headers["x-functions-key"] = key
-    if not url.startswith("https://"):
-        sys.exit(f"smoke: {url} is not an https URL")
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST" if body is not None else "GET")  # noqa: S310 (https only, checked above)
+class Failed(Exception):
+    """A step failed in a way that waiting cannot mend."""
+
+
+class NotYet(Exception):
+    """A step's answer is worth waiting out; the message says what was seen."""
+
+
+def checked_url(url: str) -> str:
+    """https, or http to a loopback address only (the local host, in the tests)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "https":
+        return url
     try:
-        with urllib.request.urlopen(request, timeout=60) as answer:  # noqa: S310 (https only, checked above)
-            return answer.status, json.loads(answer.read() or b"null")
+        loopback = parts.scheme == "http" and ipaddress.ip_address(parts.hostname or "").is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise Failed(f"{url} is not an https URL")
+    return url
+
+
+def call(url: str, *, method: str = "GET", headers: dict[str, str] | None = None, body: bytes | None = None) -> Any:
+    """The JSON answer of a 2xx; NotYet for an answer or a network failure worth waiting out; Failed otherwise."""
+    request = urllib.request.Request(checked_url(url), data=body, headers=headers or {}, method=method)  # noqa: S310 (checked_url)
+    try:
+        with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as answer:  # noqa: S310 (checked_url)
+            return json.loads(answer.read() or b"null")
     except urllib.error.HTTPError as e:
-        return e.code, e.read()[:300]
+        said = e.read()[:200].decode("utf-8", "replace")
+        if e.code in RETRIED:
+            raise NotYet(f"{method} {urllib.parse.urlsplit(url).path} answered {e.code}") from e
+        raise Failed(f"{method} {urllib.parse.urlsplit(url).path} answered {e.code}: {said}") from e
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
+        raise NotYet(f"{method} {urllib.parse.urlsplit(url).path}: {e}") from e
+    except json.JSONDecodeError as e:
+        raise NotYet(f"{method} {urllib.parse.urlsplit(url).path} answered something other than JSON") from e
 
 
-def function_key(group: str, app: str) -> str:
-    command = f"az functionapp keys list -g {group} -n {app} --query functionKeys.default -o tsv".split()
+def until(deadline: float, what: str, attempt: Callable[[], Any]) -> Any:
+    """`attempt()` until it returns something other than None, waiting out NotYet with back-off to `deadline`."""
+    wait, last = FIRST_WAIT_S, "nothing yet"
+    while True:
+        try:
+            result = attempt()
+            if result is not None:
+                return result
+        except NotYet as e:
+            last = str(e)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise Failed(f"{what}: not done within {TIMEOUT_S:.0f} s (last: {last})")
+        print(f"smoke: {what}: waiting ({last})", flush=True)
+        time.sleep(min(wait, left))
+        wait = min(wait * 2, LONGEST_WAIT_S)
+
+
+def azd_token() -> str:
+    """An ARM token of azd's own sign-in (the one `azd up` deploys with)."""
+    azd = shutil.which("azd")
+    if azd is None:
+        raise Failed("azd is not on PATH: set SMOKE_FUNCTION_KEY to the app's function key instead")
+    command = [azd, "auth", "token", "--output", "json", "--no-prompt", "--scope", f"{ARM}/.default"]
     found = subprocess.run(command, capture_output=True, text=True, check=False)
-    if found.returncode != 0 or not found.stdout.strip():
-        sys.exit(f"smoke: cannot read the function key ({found.stderr.strip()[:200]})")
-    return found.stdout.strip()
+    try:
+        token = str(json.loads(found.stdout)["token"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise Failed(f"azd auth token gave no token ({found.stderr.strip()[:200]}): run `azd auth login`") from e
+    return token
 
 
-def wait_until_completed(base: str, status_url: str, key: str) -> dict[str, Any]:
-    deadline = time.monotonic() + TIMEOUT_S
-    while time.monotonic() < deadline:
-        code, status = call(base + status_url, key=key)
-        if code == 200 and status.get("status") in {"completed", "completed_with_failures", "abandoned"}:
-            return dict(status)
-        time.sleep(5)
-    sys.exit(f"smoke: the batch was not completed within {TIMEOUT_S:.0f} s ({status_url})")
+def function_key(deadline: float) -> str:
+    """The host's default function key, by ARM's listkeys with azd's token, in the subscription azd deployed to."""
+    given = os.environ.get("SMOKE_FUNCTION_KEY", "")
+    if given:
+        return given
+    site = "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Web/sites/{}".format(
+        *(urllib.parse.quote(os.environ[name], safe="") for name in ARM_NAMES)
+    )
+    url = f"{ARM}{site}/host/default/listkeys?api-version={ARM_API_VERSION}"
+    token = azd_token()
+
+    def listed() -> str | None:
+        keys = call(url, method="POST", headers={"Authorization": f"Bearer {token}"})
+        key = ((keys or {}).get("functionKeys") or {}).get("default")
+        if not key:
+            raise NotYet("listkeys gave no default function key yet")
+        return str(key)
+
+    key: str = until(deadline, "reading the function key through ARM", listed)
+    return key
+
+
+ARM_NAMES = ("AZURE_SUBSCRIPTION_ID", "AZURE_RESOURCE_GROUP", "AZURE_FUNCTION_APP_NAME")
 
 
 def main() -> None:
     base = os.environ["FUNCTION_APP_URL"].rstrip("/")
-    code, document = call(f"{base}/api/openapi.json")
-    if code != 200 or "openapi" not in (document or {}):
-        sys.exit(f"smoke: GET /api/openapi.json answered {code}")
-    print("smoke: the app is up (OpenAPI document served)")
-    key = function_key(os.environ["AZURE_RESOURCE_GROUP"], os.environ["AZURE_FUNCTION_APP_NAME"])
-    code, accepted = call(f"{base}/api/batches", key=key, body=(json.dumps(ITEM) + "\n").encode())
-    if code != 202:
-        sys.exit(f"smoke: POST /api/batches answered {code}: {accepted!r}")
-    status = wait_until_completed(base, accepted["status_url"], key)
-    if status["status"] != "completed":
-        sys.exit(f"smoke: the one-item batch ended {status['status']}: {status}")
-    print(f"smoke: batch {accepted['batch_id']} of one item completed")
+    deadline = time.monotonic() + TIMEOUT_S
+
+    def served() -> bool | None:
+        document = call(f"{base}/api/openapi.json")
+        return True if isinstance(document, dict) and "openapi" in document else None
+
+    until(deadline, "the host serving its OpenAPI document", served)
+    print("smoke: the app is up (OpenAPI document served)", flush=True)
+    key = function_key(deadline)
+    headers = {"x-functions-key": key}
+    sent = until(deadline, "sending the probe", lambda: call(f"{base}/api/probes", method="POST", headers=headers))
+
+    def seen() -> dict[str, Any] | None:
+        status = call(base + sent["status_url"], headers=headers)
+        return dict(status) if status.get("status") == "seen" else None
+
+    status = until(deadline, "the drain function receiving the probe", seen)
+    print(
+        f"smoke: probe {sent['probe_id']} went through Service Bus to the drain function and back "
+        f"(work queue depth {status.get('work_queue_depth')})",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except Failed as e:
+        sys.exit(f"smoke: {e}")

@@ -89,6 +89,14 @@ class SubmitRefused(RequestError):
     retry_after_s = 10
 
 
+class ProbeNotSent(RequestError):
+    """Raised when the deployment's probe cannot be sent to Service Bus (it is away or refuses the app)."""
+
+    status = 503
+    code = "probe_not_sent"
+    retry_after_s = 5
+
+
 class SubmitBusy(RequestError):
     """Raised when MAX_LARGE_SUBMITS large bodies are already being decoded and stored in this process."""
 

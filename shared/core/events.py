@@ -28,6 +28,7 @@ class Reason(str, Enum):
     REPLAY_STEP = "replay-step"  # the next step of a background replay job (`job` names it)
     LOOK = "look"  # the fallback's scheduled look at a queue that holds messages (`token` names it)
     NOTIFY = "notify"  # a batch's completion notice is due (`batch_id` names the batch; shared.ops.notices)
+    PROBE = "probe"  # the deployment's smoke probe (`token` names it; shared.ops.probe)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,9 @@ import json
 
 from azure.functions.timer import TimerRequest
 
+from shared.core.events import Reason
 from shared.intake.submit import submit
+from shared.router import route
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher, drain_all, http_request
 from tests.infra import roles
@@ -49,6 +51,12 @@ async def test_the_assigned_roles_allow_every_storage_operation_the_app_performs
     assert (await app_functions["poison_replay"](replay)).status_code == 200
     await drain_all(services)
     await app_functions["fallback_poll"](TimerRequest(past_due=False))
+    # The deployment's probe (the smoke test's path): sent, received by the drain function, read back.
+    assert (await app_functions["probe_start"](http_request("POST", "/api/probes"))).status_code == 202
+    probe = next(event for event, _ in reversed(services.publisher.events) if event.reason is Reason.PROBE)
+    await route(services, probe)
+    seen = await app_functions["probe_status"](http_request("GET", f"/api/probes/{probe.token}", probe_id=probe.token))
+    assert json.loads(seen.get_body())["status"] == "seen"
 
     after = services.counter.totals()
     performed = {op for op, n in after.items() if n > before.get(op, 0)}

@@ -218,17 +218,21 @@ def test_the_function_logs_go_to_log_analytics() -> None:
     assert "workspaceId: logAnalyticsId" in text(diagnostics.body)
 
 
-def test_azure_yaml_requires_an_azd_that_honours_funcignore_and_runs_the_smoke_test() -> None:
+def test_azure_yaml_requires_an_azd_that_honours_funcignore_and_runs_the_smoke_test_on_every_os() -> None:
     doc = yaml.safe_load((ROOT / "azure.yaml").read_text())
     assert doc["requiredVersions"]["azd"] == ">= 1.18.0"  # Azure/azure-dev#5383, released in 1.18.0
     hook = doc["hooks"]["postdeploy"]
-    assert hook["run"] == "python3 infra/hooks/smoke.py"
-    smoke = (ROOT / hook["run"].split()[-1]).read_text()
+    assert hook["posix"]["run"] == "python3 infra/hooks/smoke.py"
+    assert hook["windows"]["shell"] == "pwsh", "azd on Windows runs hooks in PowerShell, where python3 may not exist"
+    assert hook["windows"]["run"] == "python infra/hooks/smoke.py"
+    assert all(hook[os]["continueOnError"] is False for os in ("posix", "windows"))
+    smoke = (ROOT / "infra/hooks/smoke.py").read_text()
     assert "/api/openapi.json" in smoke
-    assert "functionapp keys list" in smoke
-    assert "/api/batches" in smoke
+    assert "azd auth token" in smoke, "the key is read with azd's own sign-in, not the Azure CLI's"
+    assert "az functionapp keys list" not in smoke
+    assert "/api/probes" in smoke, "a probe, not a batch through the user's handler"
     funcignore = (ROOT / ".funcignore").read_text().split()
-    assert {"tests", "bench", "node_modules", "infra"} <= set(funcignore)
+    assert {"tests", "bench", "sim", "emulators", "devstack", "node_modules", "infra"} <= set(funcignore)
 
 
 def test_pull_requests_build_and_lint_the_bicep_and_preview_when_credentials_exist() -> None:

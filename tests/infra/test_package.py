@@ -39,7 +39,7 @@ def test_the_package_holds_the_app_and_nothing_for_development() -> None:
     files = set(included_files(ROOT))
     assert {"function_app.py", "host.json", "requirements.txt", "requirements.lock", "shared/core/settings.py"} <= files
     assert "shared/static/dashboard.html" in files, "the operator page ships with the app"
-    kept_out = ("tests/", "emulators/", "devstack/", "bench/", "node_modules/", ".venv/", "infra/", ".github/")
+    kept_out = ("tests/", "sim/", "emulators/", "devstack/", "bench/", "node_modules/", ".venv/", "infra/", ".github/")
     assert not [f for f in files if f.startswith(kept_out) or f.endswith(".md") or f == "local.settings.json"]
 
 
@@ -60,6 +60,9 @@ def test_make_package_builds_a_zip_that_installs_and_indexes_in_a_clean_venv(tmp
         [sys.executable, "-m", "devstack.package", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=540
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "imports and indexes its 14 functions in a clean venv" in done.stderr
+    assert "imports and indexes its 16 functions in a clean venv" in done.stderr
     with zipfile.ZipFile(out) as archive:
-        assert "function_app.py" in archive.namelist()
+        names = archive.namelist()
+    assert "function_app.py" in names
+    development = ("sim/", "tests/", "bench/", "emulators/", "devstack/", "client/", "node_modules/", "infra/")
+    assert not [n for n in names if n.startswith(development)], "the zip holds only what the app runs"
