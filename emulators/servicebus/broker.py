@@ -70,7 +70,7 @@ class Broker(Handler):
         self._peers: dict[Connection, Peer] = {}
         self._numbers = itertools.count(1)
         self._dispatch = Dispatch(clock, self)
-        self._deliveries = Deliveries(store, clock, self._dispatch)
+        self._deliveries = Deliveries(store, clock, self._dispatch.pump, self._dispatch.touch)
         self._stopping = False
 
     # --- reactor -------------------------------------------------------------------------------

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from emulators.servicebus.errors import ConfigError
-
-# Real Service Bus defaults (what an entity gets when the config leaves a property out).
-DEFAULT_MAX_DELIVERY_COUNT = 10
-DEFAULT_LOCK_DURATION_MS = 60_000
-DEFAULT_DUPLICATE_WINDOW_MS = 10 * 60_000
+from emulators.servicebus.messages import (
+    DEFAULT_DUPLICATE_WINDOW_MS,
+    DEFAULT_LOCK_DURATION_MS,
+    DEFAULT_MAX_DELIVERY_COUNT,
+    QueueProperties,
+)
 
 # The stand-in accepts locks down to 1 s (real Service Bus: 5 s) so tests can exercise expiry quickly.
 MIN_LOCK_DURATION_MS = 1_000
@@ -43,18 +44,6 @@ _SUPPORTED = {
     "DuplicateDetectionHistoryTimeWindow",
 }
 _OFF_VALUES: dict[str, object] = {"RequiresSession": False, "ForwardTo": "", "ForwardDeadLetteredMessagesTo": ""}
-
-
-@dataclass(frozen=True)
-class QueueProperties:
-    """How one queue behaves; durations in milliseconds, `None` TTL means messages never expire."""
-
-    max_delivery_count: int = DEFAULT_MAX_DELIVERY_COUNT
-    lock_duration_ms: int = DEFAULT_LOCK_DURATION_MS
-    default_ttl_ms: int | None = None
-    dead_letter_on_expiration: bool = False
-    requires_duplicate_detection: bool = False
-    duplicate_window_ms: int = DEFAULT_DUPLICATE_WINDOW_MS
 
 
 @dataclass(frozen=True)

@@ -10,16 +10,14 @@ import logging
 import uuid
 from collections.abc import Callable
 
-from proton import Condition, Delivery, Disposition, Link, Message, Receiver
+from proton import Condition, Delivery, Disposition, Endpoint, Link, Message, Receiver, Sender
 
 from emulators.servicebus import codec, nodes
-from emulators.servicebus.dispatch import Dispatch, send
 from emulators.servicebus.entities import Queue
 from emulators.servicebus.errors import AmqpError
-from emulators.servicebus.links import reply_link
 from emulators.servicebus.messages import Outcome
 from emulators.servicebus.namespace import entity_path
-from emulators.servicebus.peers import LinkInfo, Peer, Role, error_condition
+from emulators.servicebus.peers import LinkInfo, Peer, Role, error_condition, send
 from emulators.servicebus.store import Store
 
 log = logging.getLogger(__name__)
@@ -28,10 +26,15 @@ INCOMING_CREDIT = 200  # messages a client may have in flight towards us on one 
 
 
 class Deliveries:
-    def __init__(self, store: Store, clock: Callable[[], int], dispatch: Dispatch) -> None:
+    """`pump` hands a queue's messages to its receivers; `touch` makes sure the broker wakes up for the queue."""
+
+    def __init__(
+        self, store: Store, clock: Callable[[], int], pump: Callable[[Queue], None], touch: Callable[[Queue], None]
+    ) -> None:
         self.store = store
         self.clock = clock
-        self.dispatch = dispatch
+        self.pump = pump
+        self.touch = touch
 
     def incoming(self, peer: Peer, info: LinkInfo, link: Receiver, delivery: Delivery) -> None:
         """A whole message from the client: a send to a queue, or a request to a node."""
@@ -67,7 +70,7 @@ class Deliveries:
             )
         self.store.commit()
         _settle(delivery, Disposition.ACCEPTED)
-        self.dispatch.pump(queue)
+        self.pump(queue)
 
     def outcome(self, info: LinkInfo, delivery: Delivery) -> None:
         """The client settled (or disposed of) something we sent it."""
@@ -89,9 +92,9 @@ class Deliveries:
         self.store.commit()
         _echo(delivery, state)
         if outcome in (Outcome.ABANDON, Outcome.RELEASE, Outcome.DEAD_LETTER):
-            self.dispatch.pump(info.queue)
+            self.pump(info.queue)
         else:
-            self.dispatch.touch(info.queue)
+            self.touch(info.queue)
 
     def _request(self, peer: Peer, info: LinkInfo, payload: bytes, delivery: Delivery) -> None:
         try:
@@ -108,13 +111,13 @@ class Deliveries:
         else:
             reply = nodes.manage(request, info.queue, self.clock())
             self.store.commit()
-            self.dispatch.pump(info.queue)
+            self.pump(info.queue)
         _reply(peer, info, request.reply_to, reply)
 
 
 def _reply(peer: Peer, info: LinkInfo, reply_to: str | None, reply: Message) -> None:
     address = entity_path(reply_to) if reply_to else info.address
-    link = reply_link(peer, info.role, address)
+    link = _reply_link(peer, info.role, address)
     if link is None:
         log.warning("connection #%d: no reply link for %s; reply dropped", peer.number, address)
         return
@@ -155,3 +158,13 @@ def _settlement(delivery: Delivery) -> tuple[Outcome, str | None, str | None]:
 
 def _text(value: object) -> str | None:
     return None if value is None else str(value)
+
+
+def _reply_link(peer: Peer, role: Role, address: str) -> Sender | None:
+    """The client's open link for replies from this node: our sending link whose source is the node's address."""
+    for link, info in peer.links.items():
+        if not isinstance(link, Sender) or not link.state & Endpoint.LOCAL_ACTIVE:
+            continue
+        if info.role is role and info.address == address:
+            return link
+    return None

@@ -9,11 +9,12 @@ import heapq
 import uuid
 from collections.abc import Callable
 
-from proton import Delivery, Endpoint, Handler, Link, Sender
+from proton import Endpoint, Handler, Link, Sender
 from proton.reactor import Container
 
 from emulators.servicebus import codec
 from emulators.servicebus.entities import Queue
+from emulators.servicebus.peers import send
 from emulators.servicebus.wakeups import Wakeups
 
 
@@ -99,12 +100,3 @@ class Dispatch:
             return  # a timer that fires early enough is already set
         heapq.heappush(self._armed_ms, due)
         self.container.schedule(max(0.0, (due - self.clock()) / 1000) + 0.001, self._timer_handler)
-
-
-def send(link: Sender, tag: bytes, payload: bytes, *, settled: bool) -> Delivery:
-    delivery = link.delivery(tag)  # type: ignore[arg-type]  # proton takes binary tags; its hint says str
-    link.send(payload)
-    link.advance()
-    if settled:
-        delivery.settle()
-    return delivery

@@ -13,7 +13,6 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from emulators.servicebus.config import QueueProperties
 from emulators.servicebus.errors import MessageLockLostError, MessageNotFoundError
 from emulators.servicebus.messages import (
     MAX_DELIVERY_COUNT_EXCEEDED,
@@ -24,6 +23,7 @@ from emulators.servicebus.messages import (
     MessageState,
     Outcome,
     QueueMessage,
+    QueueProperties,
     dead_letter_name,
     expiry,
 )

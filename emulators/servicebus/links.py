@@ -1,5 +1,5 @@
 """Which node a client's link attaches to, and whether it may: `$cbs`, `<queue>/$management`, a queue or its
-dead-letter subqueue; the refusal Service Bus sends when it may not; and the link a node's reply goes back on.
+dead-letter subqueue; and the refusal Service Bus sends when it may not.
 """
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from proton import Endpoint, Link, Receiver, Sender, Terminus
+from proton import Link, Receiver, Terminus
 
 from emulators.servicebus import cbs, codec, management
 from emulators.servicebus.entities import Queue
@@ -87,13 +87,3 @@ def asks_for_session(link: Link) -> bool:
         return False
     value = filters.get_object()
     return isinstance(value, dict) and SESSION_FILTER in {str(key) for key in value}
-
-
-def reply_link(peer: Peer, role: Role, address: str) -> Sender | None:
-    """The client's open link for replies from this node: our sending link whose source is the node's address."""
-    for link, info in peer.links.items():
-        if not isinstance(link, Sender) or not link.state & Endpoint.LOCAL_ACTIVE:
-            continue
-        if info.role is role and info.address == address:
-            return link
-    return None

@@ -1,5 +1,6 @@
-"""What a queue holds and reports, without any rule about it: a message and its state, a settlement outcome, the
-counts Service Bus names, and the `Journal` every state change is written through before it is acknowledged.
+"""What a queue is and holds, without any rule about it: its properties, a message and its state, a settlement
+outcome, the counts Service Bus names, and the `Journal` every state change is written through before it is
+acknowledged.
 """
 
 from __future__ import annotations
@@ -9,9 +10,26 @@ from dataclasses import dataclass
 from enum import Enum, IntEnum
 from typing import Protocol
 
+# Real Service Bus defaults (what an entity gets when the config leaves a property out).
+DEFAULT_MAX_DELIVERY_COUNT = 10
+DEFAULT_LOCK_DURATION_MS = 60_000
+DEFAULT_DUPLICATE_WINDOW_MS = 10 * 60_000
+
 DEAD_LETTER_SUFFIX = "/$DeadLetterQueue"
 MAX_DELIVERY_COUNT_EXCEEDED = "MaxDeliveryCountExceeded"
 TTL_EXPIRED = "TTLExpiredException"
+
+
+@dataclass(frozen=True)
+class QueueProperties:
+    """How one queue behaves; durations in milliseconds, `None` TTL means messages never expire."""
+
+    max_delivery_count: int = DEFAULT_MAX_DELIVERY_COUNT
+    lock_duration_ms: int = DEFAULT_LOCK_DURATION_MS
+    default_ttl_ms: int | None = None
+    dead_letter_on_expiration: bool = False
+    requires_duplicate_detection: bool = False
+    duplicate_window_ms: int = DEFAULT_DUPLICATE_WINDOW_MS
 
 
 class MessageState(IntEnum):

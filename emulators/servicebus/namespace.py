@@ -6,10 +6,10 @@ import logging
 from collections.abc import Iterator, Mapping
 from urllib.parse import urlparse
 
-from emulators.servicebus.config import QueueProperties, is_valid_queue_name
+from emulators.servicebus.config import is_valid_queue_name
 from emulators.servicebus.entities import Queue, new_queue
 from emulators.servicebus.errors import EntityNotFoundError
-from emulators.servicebus.messages import DEAD_LETTER_SUFFIX, Journal
+from emulators.servicebus.messages import DEAD_LETTER_SUFFIX, Journal, QueueProperties
 from emulators.servicebus.store import EntityState
 
 log = logging.getLogger(__name__)

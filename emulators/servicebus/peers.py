@@ -1,7 +1,7 @@
 """One client connection as the broker sees it: its number, its tokens, its links and what each link is for.
 
-Also the two small shapes every room of the broker shares: an AMQP error condition as Service Bus sends it, and
-the wall clock in milliseconds the queues run on.
+Also the small shapes every room of the broker shares: an AMQP error condition as Service Bus sends it, the wall
+clock in milliseconds the queues run on, and one message sent on a link.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TypeVar
 
-from proton import Condition, Link, symbol
+from proton import Condition, Delivery, Link, Sender, symbol
 
 from emulators.servicebus import cbs
 from emulators.servicebus.entities import Queue
@@ -61,3 +61,12 @@ def present(value: _T | None) -> _T:
     if value is None:
         raise RuntimeError("proton event without the expected endpoint")
     return value
+
+
+def send(link: Sender, tag: bytes, payload: bytes, *, settled: bool) -> Delivery:
+    delivery = link.delivery(tag)  # type: ignore[arg-type]  # proton takes binary tags; its hint says str
+    link.send(payload)
+    link.advance()
+    if settled:
+        delivery.settle()
+    return delivery

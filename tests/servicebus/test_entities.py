@@ -9,10 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emulators.servicebus.config import QueueProperties
 from emulators.servicebus.entities import Queue, new_queue
 from emulators.servicebus.errors import MessageLockLostError, MessageNotFoundError
-from emulators.servicebus.messages import MessageState, Outcome, QueueMessage
+from emulators.servicebus.messages import MessageState, Outcome, QueueMessage, QueueProperties
 from emulators.servicebus.store import MemoryStore, SqliteStore
 
 LOCK_MS = 1_000

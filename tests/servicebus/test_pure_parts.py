@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from emulators.servicebus import codec
 from emulators.servicebus.cbs import Grant, put_token, sign_sas_token, verify_sas_token
-from emulators.servicebus.config import QueueProperties, parse_config, parse_duration_ms
+from emulators.servicebus.config import parse_config, parse_duration_ms
 from emulators.servicebus.errors import ConfigError, MessageSizeExceededError, UnauthorizedError
-from emulators.servicebus.messages import MessageState, QueueMessage
+from emulators.servicebus.messages import MessageState, QueueMessage, QueueProperties
 
 KEYS = {"RootManageSharedAccessKey": "SAS_KEY_VALUE"}
 NOW_S = 1_700_000_000
