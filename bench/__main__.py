@@ -19,10 +19,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bench import idle, latency, machine, paired, plots, raw_limit, report, report_text, throughput
-from bench.config import FULL, QUICK, ROLES, BenchConfig, trigger_queue
+from bench import report
+from bench.measures.idle import run as idle
+from bench.measures.latency import run as latency
+from bench.measures.raw_limit import paired
+from bench.measures.raw_limit import run as raw_limit
+from bench.measures.throughput import run as throughput
 from bench.peers import PEERS
-from bench.stack import Stack
+from bench.report import plots, summary
+from bench.tools import machine
+from bench.tools.config import FULL, QUICK, ROLES, BenchConfig, trigger_queue
+from bench.tools.stack import Stack
 
 log = logging.getLogger("bench")
 
@@ -122,12 +129,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def write_report(document: dict[str, Any], name: str, *, markdown: bool) -> int:
     """The run's JSON (with its summary worked out again), its plots, and BENCHMARKS.md for a full run."""
-    document["summary"] = report.summarize(document)
+    document["summary"] = summary.summarize(document)
     out = RESULTS / f"{name}.json"
     out.write_text(json.dumps(document, indent=1) + "\n")
     plots.write(document, RESULTS, prefix=name)
     if markdown:
-        (ROOT / "BENCHMARKS.md").write_text(report_text.render(document))
+        (ROOT / "BENCHMARKS.md").write_text(report.render(document))
     log.info("wrote %s", out.relative_to(ROOT))
     return 0
 

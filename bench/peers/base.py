@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from azure.storage.queue.aio import QueueClient
 
-from bench.clock import Clock
+from bench.tools.clock import Clock
 
 log = logging.getLogger(__name__)
 

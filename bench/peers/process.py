@@ -2,7 +2,7 @@
 
     python -m bench.peers.process serve --peer a --queues q1,q2 --summary out.json
         Poll every queue (one peer instance each) until SIGTERM; then write each queue's transaction
-        counts by operation to the summary file. Items are observed with `bench.handlers.record_items`.
+        counts by operation to the summary file. Items are observed with `bench.tools.handlers.record_items`.
     python -m bench.peers.process drain --peer a --queues q --items N [--window-s S] --summary out.json
         Drain N items with the no-op handler, or as many as it can in S seconds (a window on a backlog too
         deep to drain in full); write items, seconds, counts and peak RSS.
@@ -24,13 +24,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import enqueue
-from bench.clock import RealClock
-from bench.handlers import noop_items, record_items
-from bench.memory import peak_rss_mb
 from bench.peers import CHUNKED, PEERS
 from bench.peers.base import Handler, Message, Peer, StorageQueue
 from bench.peers.chunked import chunk_items
+from bench.tools import enqueue
+from bench.tools.clock import RealClock
+from bench.tools.handlers import noop_items, record_items
+from bench.tools.memory import peak_rss_mb
 from shared.telemetry.metering import TransactionCounter
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.azurite_probe import parts
+from bench.tools.azurite_probe import parts
 
 
 def test_app_part_is_what_the_list_and_receive_do_not_explain() -> None:

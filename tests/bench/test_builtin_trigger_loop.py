@@ -8,9 +8,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from bench.clock import SimClock
 from bench.peers.base import Message
 from bench.peers.builtin_trigger import BATCH_SIZE, MAX_DEQUEUE_COUNT, NEW_BATCH_THRESHOLD, BuiltinQueueTrigger
+from bench.tools.clock import SimClock
 
 
 class MemoryQueue:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.report_tables import hours_range
-from bench.stats import full_drain_hours
+from bench.measures.throughput.section import hours_range
+from bench.tools.stats import full_drain_hours
 
 
 def test_the_estimate_runs_from_half_the_time_at_the_measured_rate_to_all_of_it() -> None:

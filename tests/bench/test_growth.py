@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.growth import extended, last_slope, named, slope
+from bench.tools.growth import extended, last_slope, named, slope
 
 
 def test_slope_of_a_linear_curve_is_one() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.latency import host_timeline
+from bench.measures.latency.run import host_timeline
 
 
 def line(at: str, what: str, function: str, duration_ms: int | None = None) -> str:

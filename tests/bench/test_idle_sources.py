@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from bench.idle_sources import (
+from bench.measures.idle_sources.run import (
     CHAIN_END,
     FLEX,
     PREMIUM,
@@ -24,7 +24,7 @@ from bench.idle_sources import (
     shipped_policy,
     table,
 )
-from bench.platform import setting_default
+from bench.measures.platform.params import setting_default
 from emulators.functions.ncrontab import parse
 
 COSTS = HostCosts()  # 12 s host-lock renewals, 30 s listener-lock renewals, 10 s probes, 5 min linger

@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.clock import SimClock
-from bench.handlers import noop_items
-from bench.idle import simulate_peer
+from bench.measures.idle.run import simulate_peer
 from bench.peers import builtin_trigger, capped_backoff, whitepaper
 from bench.peers.base import SimQueue
 from bench.peers.builtin_trigger import RandomizedExponentialBackoff
+from bench.tools.clock import SimClock
+from bench.tools.handlers import noop_items
 
 
 def test_the_queue_trigger_backs_off_by_the_sdk_formula_and_stays_at_the_cap_without_jitter() -> None:

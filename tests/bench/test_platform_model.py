@@ -12,7 +12,7 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.platform import (
+from bench.measures.platform.run import (
     BEFORE,
     ROOT,
     AppModel,

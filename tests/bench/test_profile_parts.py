@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bench.profile_parts import OTHER, PARTS, parts
+from bench.tools.profile_parts import OTHER, PARTS, parts
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import random
 
-from bench.schedule import observations, submissions
+from bench.tools.schedule import observations, submissions
 
 
 def test_every_lane_submits_its_share_after_gaps_within_the_range_and_never_two_at_once() -> None:

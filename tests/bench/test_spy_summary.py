@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.spy_summary import parse, summary
+from bench.tools.spy_summary import parse, summary
 
 
 def test_idle_and_areas() -> None:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.stats import percentile, ratio, summary
+from bench.tools.stats import percentile, ratio, summary
 
 
 def test_percentiles_interpolate_between_closest_ranks_like_numpy() -> None:

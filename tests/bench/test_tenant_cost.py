@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.tenant_cost import LANE_TARGET_PER_HOUR, delta, per_hour, per_lane, verdict, work
+from bench.tools.tenant_cost import LANE_TARGET_PER_HOUR, delta, per_hour, per_lane, verdict, work
 
 
 def test_work_leaves_out_the_api_reads() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.window import steady_window
+from bench.tools.window import steady_window
 
 
 def test_the_window_runs_from_the_first_receive_to_the_last_delete_ignoring_set_up_and_tear_down() -> None:

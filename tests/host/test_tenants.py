@@ -33,7 +33,7 @@ def tenant_host(
     tmp_path: Path, azurite_service: Azurite, servicebus_service: ServiceBus, names: Names
 ) -> Iterator[RunningHost]:
     env = app_settings(azurite_service, servicebus_service, names, "tenants") | {
-        "HANDLER": "bench.handlers:record_then_wait",
+        "HANDLER": "bench.tools.handlers:record_then_wait",
         "BENCH_WAIT_MS_PER_CHUNK": "100",
         "CHUNK_MAX_ITEMS": "10",
         "CHUNK_CONCURRENCY": "2",

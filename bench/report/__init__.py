@@ -1,0 +1,62 @@
+"""BENCHMARKS.md, written from a full run's document (`make bench` regenerates it; `python -m bench --report-only`
+rewrites it from the committed results).
+
+One renderer walks `SECTIONS`, in order; each section is owned by its benchmark (`bench.measures.<name>.section`)
+or is the report's own frame (`front`, `claims`, `findings`). A section reads the run's document or, for a
+benchmark with a command of its own, its own result file in bench/results/. Adding a benchmark is its package under
+`bench.measures` and one line here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from bench import cost
+from bench.measures.chunked import section as chunked
+from bench.measures.curves import section as curves
+from bench.measures.fairness import flow, parts
+from bench.measures.idle import section as idle
+from bench.measures.idle_sources import section as idle_sources
+from bench.measures.latency import section as latency
+from bench.measures.platform import section as platform
+from bench.measures.raw_limit import section as raw_limit
+from bench.measures.tenants import section as tenants
+from bench.measures.throughput import section as throughput
+from bench.measures.tracing_cost import section as tracing_cost
+from bench.report import claims, findings, front
+
+Section = Callable[[dict[str, Any]], str]
+
+
+def own_file(section: Callable[[], str]) -> Section:
+    """A section read from its benchmark's own result file, not from the run's document."""
+    return lambda doc: section()
+
+
+SECTIONS: list[Section] = [
+    front.header,
+    front.targets,
+    claims.section,
+    own_file(chunked.section),
+    throughput.transactions,
+    throughput.throughput,
+    latency.latency,
+    idle.idle,
+    own_file(idle_sources.section),
+    raw_limit.raw_limit,
+    throughput.memory,
+    own_file(curves.section),
+    own_file(tenants.section),
+    own_file(tracing_cost.section),
+    own_file(flow.section),
+    own_file(parts.section),
+    own_file(platform.section),
+    findings.findings,
+    front.method,
+    own_file(cost.section),
+]
+
+
+def render(doc: dict[str, Any]) -> str:
+    return "\n".join(section(doc) for section in SECTIONS).rstrip() + "\n"
