@@ -22,6 +22,10 @@ log = logging.getLogger(__name__)
 HTTP_TRIGGER = "httpTrigger"
 INVOKE_REASON = "This function was programmatically called via the host APIs."
 ALL_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+# Kestrel's MaxRequestLineSize under the real host: method, target and version (the query included). aiohttp
+# reads lines up to PARSE_LINE_BYTES, so that this host can answer a longer one itself, in JSON.
+REQUEST_LINE_BYTES = 8192
+PARSE_LINE_BYTES = 8 * REQUEST_LINE_BYTES
 LANDING_PAGE = b"<html><body><h1>Your Functions 4.0 app is up and running</h1><p>(local host)</p></body></html>"
 
 
@@ -88,10 +92,19 @@ class HttpFrontEnd:
             if not self._authorized(request, ADMIN, "host"):
                 return web.Response(status=401)
             return web.json_response({"id": self.host_id, "state": "Running", "processUptime": 0})
+        line = len(request.method) + len(request.raw_path.encode()) + len(" HTTP/1.1") + 1
+        if line > REQUEST_LINE_BYTES:
+            message = (
+                f"the request line is {line} bytes, more than the host's {REQUEST_LINE_BYTES}: "
+                "send a shorter query (the platform answers 414)"
+            )
+            return host_error(414, "uri_too_long", message)
         relative = self._strip_prefix(request.path)
         resolved = None if relative is None else self.table.resolve(request.method, relative)
         if isinstance(resolved, MethodNotAllowed):
-            return web.Response(status=405, headers={"Allow": ", ".join(resolved.allowed)})
+            allowed = ", ".join(resolved.allowed)
+            message = f"this route takes {allowed}, not {request.method} (Allow: {allowed})"
+            return host_error(405, "method_not_allowed", message, {"Allow": allowed})
         if resolved is None:
             if request.path == "/" and request.method in {"GET", "HEAD"}:
                 return web.Response(body=LANDING_PAGE, content_type="text/html")
@@ -140,6 +153,13 @@ class HttpFrontEnd:
         if not outcome.succeeded:
             return web.Response(status=500)
         return to_web_response(route.spec, outcome.value)
+
+
+def host_error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    """An answer of this host's own (the request never reaches a function), in JSON, in the app's error shape:
+    `{"error": {"code", "message"}}`. The platform answers these empty (emulators/functions/README.md)."""
+    body = {"error": {"code": code, "message": message}}
+    return web.json_response(body, status=status, headers=headers)
 
 
 def _joined(values: MultiMapping[str], separator: str) -> dict[str, str]:

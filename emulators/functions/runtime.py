@@ -17,7 +17,7 @@ from emulators.functions.config import HostOptions
 from emulators.functions.easyauth import EasyAuth
 from emulators.functions.errors import ConfigError, HostError, IndexingError
 from emulators.functions.hoststorage import HostStorage, blob_service
-from emulators.functions.http import HttpFrontEnd, HttpRoute, http_routes
+from emulators.functions.http import PARSE_LINE_BYTES, HttpFrontEnd, HttpRoute, http_routes
 from emulators.functions.indexing import FunctionSpec, LoadFailure
 from emulators.functions.invoke import Invoker
 from emulators.functions.keys import Keys
@@ -109,6 +109,7 @@ class Host:
             access_log=None,
             shutdown_timeout=self.grace_s,
             auto_decompress=False,
+            max_line_size=PARSE_LINE_BYTES,  # a longer request line is answered by the front end: a JSON 414
         )
         await runner.setup()
         try:

@@ -66,7 +66,25 @@ async def test_unknown_routes_are_404_and_wrong_methods_are_405(http_host: Runni
     wrong_method = await fetch("DELETE", f"{http_host.base_url}/api/items/12")
     assert wrong_method.status == 405
     assert wrong_method.headers["Allow"] == "GET"
+    assert wrong_method.headers["Content-Type"].startswith("application/json"), "a JSON answer, not an empty one"
+    error = json.loads(wrong_method.body)["error"]
+    assert error["code"] == "method_not_allowed"
+    assert "GET" in error["message"]
     assert (await fetch("GET", f"{http_host.base_url}/api/echo/bob")).status == 405
+
+
+async def test_a_request_line_over_8_kb_is_a_json_414_and_one_within_it_is_served(http_host: RunningHost) -> None:
+    url = f"{http_host.base_url}/api/items/12?pad="
+    line = len("GET ") + len(url) - len(http_host.base_url) + len(" HTTP/1.1")  # without its CRLF
+    fits = await fetch("GET", url + "x" * (8192 - line))
+    assert fits.status == 200, "a request line of exactly 8,192 bytes is served"
+    long = await fetch("GET", url + "x" * (8193 - line))
+    assert long.status == 414, (long.status, long.body[:200])
+    assert long.headers["Content-Type"].startswith("application/json"), "a JSON answer, not an empty 400"
+    error = json.loads(long.body)["error"]
+    assert error["code"] == "uri_too_long"
+    assert "8192" in error["message"]
+    assert (await fetch("GET", url + "x" * 60_000)).status == 414, "far past it too"
 
 
 async def test_a_body_over_the_configured_limit_is_refused_with_413(http_host: RunningHost) -> None:

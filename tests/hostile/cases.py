@@ -236,6 +236,19 @@ def odd_start_times() -> list[Bad]:
     ]
 
 
+def front_end_refusals() -> list[Bad]:
+    """What the host answers before any function runs (issue 36 item 17): JSON, as the app's own refusals are."""
+    batch = f"{BATCHES}/{'0' * 32}"
+    out = [
+        Bad(f"{method} on cancel", 405, "POST", None, {}, method, f"{batch}/cancel")
+        for method in ("GET", "PUT", "DELETE", "PATCH")
+    ]
+    out.append(Bad("PUT on the batch list", 405, "GET", VALID, JSON, "PUT", BATCHES))
+    out.append(Bad("a query over 8 KB", 414, "8192", None, {}, "GET", f"{BATCHES}?limit=5&pad={'x' * 9000}"))
+    out.append(Bad("a submit's query over 8 KB", 414, "8192", VALID, JSON, "POST", f"{BATCHES}?{'a=b&' * 2100}"))
+    return out
+
+
 def odd_poison_ids() -> list[Bad]:
     ids = ["..", "%00", "a" * 2000, quote("<x>"), "%ff", "0", quote("' OR 1=1"), "%20"]
     return [Bad(f"poison id {i[:16]!r}", 404, "no parked chunk", None, {}, "GET", f"/api/poison/{i}") for i in ids]
@@ -255,6 +268,7 @@ CATEGORIES = {
     "odd batch ids": odd_batch_ids,
     "odd poison ids": odd_poison_ids,
     "odd start times": odd_start_times,
+    "refused by the host's front end": front_end_refusals,
 }
 
 # Paths that leave the route's one segment: the host matches no function and answers an empty 404, as the
