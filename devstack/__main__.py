@@ -21,7 +21,7 @@ from typing import IO
 
 from devstack.azurite import AzuritePorts, azurite
 from devstack.host import host
-from devstack.identity import dev_token
+from devstack.identity import dev_token, tenant_notice_key
 from devstack.procs import LOOPBACK, ManagedProcess, ServiceStartError, is_listening
 
 log = logging.getLogger("devstack")
@@ -65,6 +65,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     token.add_argument("tenant", help="the caller's tenant (its app role tenant.<TENANT>)")
     token.add_argument("--role", action="append", default=[], help="another app role, e.g. operator (repeatable)")
     token.add_argument("--expires-in-s", type=int, default=3600, help="lifetime in seconds (default 3600)")
+    notice_key = sub.add_parser("notice-key", help="the key a tenant's completion notices are signed with")
+    notice_key.add_argument("tenant")
     return parser.parse_args(argv)
 
 
@@ -208,6 +210,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.command == "token":
         print(dev_token(args.tenant, args.role, args.expires_in_s))
+        return 0
+    if args.command == "notice-key":
+        try:
+            print(tenant_notice_key(args.tenant))
+        except ValueError as e:
+            print(e, file=sys.stderr)
+            return 1
         return 0
     logging.basicConfig(level=logging.INFO, format="devstack: %(message)s", stream=sys.stderr)
     return run(with_host=not args.no_host)

@@ -1,4 +1,5 @@
-"""`python -m devstack token TENANT [--role operator]`: a bearer token the local host's Easy Auth accepts.
+"""`python -m devstack token TENANT [--role operator]`: a bearer token the local host's Easy Auth accepts; and
+`python -m devstack notice-key TENANT`: the key that tenant's completion notices are signed with.
 
 The host verifies it with the development key it was started with (`EASY_AUTH_DEV_KEY` in the environment or
 local.settings.json, else the built-in one), so this reads the key the same way.
@@ -13,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from emulators.functions.easyauth import DEV_KEY, DEV_KEY_SETTING, token_for
+from shared.core.webhooks import tenant_key
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,3 +38,11 @@ def setting(name: str, environ: Mapping[str, str] | None = None, app_dir: Path =
 def dev_token(tenant: str, roles: Sequence[str], lifetime_s: int, environ: Mapping[str, str] | None = None) -> str:
     key = setting(DEV_KEY_SETTING, environ).strip() or DEV_KEY
     return token_for(tenant, roles, key, now_s=time.time(), lifetime_s=lifetime_s)
+
+
+def tenant_notice_key(tenant: str, environ: Mapping[str, str] | None = None) -> str:
+    """The tenant's notice key, derived from CALLBACK_SECRET as the app sets it; ValueError without one."""
+    master = setting("CALLBACK_SECRET", environ).strip()
+    if not master:
+        raise ValueError("CALLBACK_SECRET is not set (environment or local.settings.json): notices are not signed")
+    return tenant_key(master, tenant)

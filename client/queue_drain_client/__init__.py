@@ -2,13 +2,13 @@
 `AsyncClient`). Every error of the API is an exception named for its JSON error code (`queue_drain_client.errors`).
 
     from queue_drain_client import Client
-    with Client("https://my-app.azurewebsites.net", key="...") as qd:
+    with Client("https://my-app.azurewebsites.net", key="...", token="<bearer token>") as qd:
         batch = qd.submit([{"id": 1}, {"id": 2}], tenant="acme")
         print(qd.wait(batch.batch_id, progress=True)["status"])
         for result in qd.results(batch.batch_id): ...
 """
 
-from queue_drain_client import errors
+from queue_drain_client import errors, notices
 from queue_drain_client._async import AsyncClient
 from queue_drain_client._common import DEFAULT_URL, FINAL, Batch
 from queue_drain_client._sync import Client
@@ -25,4 +25,5 @@ __all__ = [
     "QueueDrainError",
     "WaitTimeout",
     "errors",
+    "notices",
 ]

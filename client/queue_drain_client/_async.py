@@ -16,14 +16,20 @@ from queue_drain_client.errors import ConnectionFailed, WaitTimeout
 
 
 class AsyncClient:
-    """`AsyncClient(url, key=None)`; `async with` it, or `await aclose()`."""
+    """`AsyncClient(url, key=None, token=None)`; `async with` it, or `await aclose()`."""
 
     def __init__(
-        self, url: str = common.DEFAULT_URL, key: str | None = None, *, timeout_s: float = 60.0, **httpx_options: Any
+        self,
+        url: str = common.DEFAULT_URL,
+        key: str | None = None,
+        *,
+        token: str | None = None,
+        timeout_s: float = 60.0,
+        **httpx_options: Any,
     ) -> None:
         self.url = common.checked_url(url)
         self._http = httpx.AsyncClient(
-            base_url=self.url, headers=common.base_headers(key), timeout=timeout_s, **httpx_options
+            base_url=self.url, headers=common.base_headers(key, token), timeout=timeout_s, **httpx_options
         )
 
     async def __aenter__(self) -> AsyncClient:

@@ -42,8 +42,11 @@ class Request:
     params: Mapping[str, str] = field(default_factory=dict)
 
 
-def base_headers(key: str | None) -> dict[str, str]:
-    return {"x-functions-key": key} if key else {}
+def base_headers(key: str | None, token: str | None = None) -> dict[str, str]:
+    """The function key (x-functions-key) and, for an app behind App Service Authentication, the caller's bearer
+    token (its tenant is the token's)."""
+    headers = {"x-functions-key": key} if key else {}
+    return headers | ({"authorization": f"Bearer {token}"} if token else {})
 
 
 def checked_url(url: str) -> str:

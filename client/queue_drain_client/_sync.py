@@ -16,15 +16,22 @@ from queue_drain_client.errors import ConnectionFailed, WaitTimeout
 
 
 class Client:
-    """`Client(url, key=None)`: a queue-drain app (`key`: a function key, sent as x-functions-key). Use it as a
+    """`Client(url, key=None, token=None)`: a queue-drain app (`key`: a function key, sent as x-functions-key;
+    `token`: the caller's bearer token, where the app identifies callers). Use it as a
     context manager, or `close()` it."""
 
     def __init__(
-        self, url: str = common.DEFAULT_URL, key: str | None = None, *, timeout_s: float = 60.0, **httpx_options: Any
+        self,
+        url: str = common.DEFAULT_URL,
+        key: str | None = None,
+        *,
+        token: str | None = None,
+        timeout_s: float = 60.0,
+        **httpx_options: Any,
     ) -> None:
         self.url = common.checked_url(url)
         self._http = httpx.Client(
-            base_url=self.url, headers=common.base_headers(key), timeout=timeout_s, **httpx_options
+            base_url=self.url, headers=common.base_headers(key, token), timeout=timeout_s, **httpx_options
         )
 
     def __enter__(self) -> Client:

@@ -22,7 +22,7 @@ from enum import Enum
 from typing import Any
 
 from shared.core.errors import Forbidden, Unauthenticated
-from shared.core.lanes import checked_tenant
+from shared.core.lanes import DEFAULT_TENANT, checked_tenant
 
 PRINCIPAL_HEADER = "x-ms-client-principal"
 OPERATOR_ROLE = "operator"
@@ -125,6 +125,8 @@ def caller_of(headers: Mapping[str, str], *, tenant_from: TenantFrom, claim: str
         tenant = checked_tenant(found[0])
     except ValueError as e:
         raise Forbidden(f"the caller's tenant claim is not a tenant id: {e}") from None
+    if tenant == DEFAULT_TENANT:  # its notices are signed with the master secret (shared.core.webhooks)
+        raise Forbidden(f"no caller is tenant {DEFAULT_TENANT!r}: it is the shared tenant of TENANT_FROM=header")
     return Caller(tenant, operator)
 
 

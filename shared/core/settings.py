@@ -144,6 +144,8 @@ class Settings:
     # http to a loopback address (tests only), and how long one attempt and all of them may take.
     callback_allowed_hosts: str = field(default="", metadata=env("CALLBACK_ALLOWED_HOSTS"))
     callback_secret: str = field(default="", metadata=env("CALLBACK_SECRET"))
+    # The master secret being rotated out: while set, each notice carries a signature under each (webhooks.keys).
+    callback_secret_previous: str = field(default="", metadata=env("CALLBACK_SECRET_PREVIOUS"))
     callback_allow_http_loopback: bool = field(default=False, metadata=env("CALLBACK_ALLOW_HTTP_LOOPBACK"))
     callback_timeout_s: float = field(default=10.0, metadata=env("CALLBACK_TIMEOUT_S", minimum=1, maximum=30))
     callback_retry_base_s: float = field(default=30.0, metadata=env("CALLBACK_RETRY_BASE_S", minimum=1, maximum=3600))
@@ -184,8 +186,10 @@ class Settings:
     def check_callbacks(self) -> None:
         if self.callback_retry_max_s < self.callback_retry_base_s:
             raise SettingsError("CALLBACK_RETRY_MAX_S", "must be >= CALLBACK_RETRY_BASE_S")
-        if self.callback_secret and not valid_webhook_secret(self.callback_secret):
-            raise SettingsError("CALLBACK_SECRET", "must be whsec_ followed by base64 of at least 24 bytes")
+        for name, secret in (("CALLBACK_SECRET", self.callback_secret), ("CALLBACK_SECRET_PREVIOUS",
+                             self.callback_secret_previous)):  # fmt: skip
+            if secret and not valid_webhook_secret(secret):
+                raise SettingsError(name, "must be whsec_ followed by base64 of at least 24 bytes")
         try:
             allowed = self.callback_origins()
         except ValueError as e:

@@ -4,6 +4,13 @@ signature headers, the body, and when the next attempt is due.
 A notice is signed over `{webhook-id}.{webhook-timestamp}.{body}` with HMAC-SHA256 under the secret's base64
 bytes, sent as `webhook-signature: v1,<base64>`; the receiver checks it with one call of any Standard Webhooks
 library (`standardwebhooks.Webhook(secret).verify(body, headers)`).
+
+Each tenant's notices are signed with the tenant's own key, derived from the master secret (`CALLBACK_SECRET`):
+`whsec_` + base64(HMAC-SHA256(the master's base64 bytes, the tenant id in UTF-8)), so a receiver of one tenant
+holds nothing that signs another's. The shared tenant (`default`, the one trusted caller's with
+TENANT_FROM=header; no principal may claim it) signs with the master itself, as before. While a previous master
+is set (`CALLBACK_SECRET_PREVIOUS`, a rotation), a notice carries two signatures, space-separated, as Standard
+Webhooks allows: a receiver holding either key verifies it.
 """
 
 from __future__ import annotations
@@ -61,6 +68,22 @@ def checked_callback_url(url: str, *, origins: frozenset[Origin], allow_http_loo
     return url
 
 
+SHARED_TENANT = "default"  # shared.core.lanes.DEFAULT_TENANT: signed with the master itself
+
+
+def tenant_key(master: str, tenant: str) -> str:
+    """The key a tenant's notices are signed with (a receiver's `whsec_` secret), derived from the master."""
+    if tenant == SHARED_TENANT:
+        return master
+    digest = hmac.new(secret_bytes(master), tenant.encode("utf-8"), hashlib.sha256).digest()
+    return "whsec_" + base64.b64encode(digest).decode("ascii")
+
+
+def keys(tenant: str, master: str, previous: str = "") -> list[str]:
+    """The keys a tenant's notice is signed with: under the master, and under the previous one while it is set."""
+    return [tenant_key(m, tenant) for m in (master, previous) if m]
+
+
 def secret_bytes(secret: str) -> bytes:
     return base64.b64decode(secret.removeprefix("whsec_"))
 
@@ -72,14 +95,16 @@ def signature(secret: str, msg_id: str, timestamp_s: int, body: bytes) -> str:
     return "v1," + base64.b64encode(digest).decode("ascii")
 
 
-def headers(secret: str, msg_id: str, timestamp_s: int, body: bytes) -> dict[str, str]:
+def headers(secrets: str | list[str], msg_id: str, timestamp_s: int, body: bytes) -> dict[str, str]:
     """The headers of one attempt: the id stays the same on every retry (receivers deduplicate by it), the
-    timestamp and so the signature are the attempt's own."""
+    timestamp and so the signature are the attempt's own; one signature per key, space-separated."""
     return {
         "content-type": "application/json",
         "webhook-id": msg_id,
         "webhook-timestamp": str(timestamp_s),
-        "webhook-signature": signature(secret, msg_id, timestamp_s, body),
+        "webhook-signature": " ".join(
+            signature(one, msg_id, timestamp_s, body) for one in ([secrets] if isinstance(secrets, str) else secrets)
+        ),
     }
 
 

@@ -80,6 +80,7 @@ class Notice:
     last_error: str | None = None  # one of REASONS
     finished_s: float | None = None
     timeouts: int = 0  # attempts that got no answer within CALLBACK_TIMEOUT_S (they lengthen the waits)
+    tenant: str = webhooks.SHARED_TENANT  # its batch's: the key it is signed with (webhooks.keys)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -128,6 +129,7 @@ async def batch_final(services: Services, manifest: Manifest, status: dict[str, 
         created_s=now,
         deadline_s=now + services.settings.callback_window_s,
         next_due_s=now,
+        tenant=manifest.tenant,
     )
     state = await services.storage.ensure_container(services.settings.state_container)
     try:
@@ -272,7 +274,8 @@ async def deliver(services: Services, notice: Notice) -> tuple[bool, int | None,
         log.warning("batch %s: notice not sent: %s", notice.batch_id, e)
         return False, None, "not_allowed"
     body = notice.body.encode("utf-8")
-    headers = webhooks.headers(settings.callback_secret, webhooks.message_id(notice.batch_id), int(time.time()), body)
+    signing = webhooks.keys(notice.tenant, settings.callback_secret, settings.callback_secret_previous)
+    headers = webhooks.headers(signing, webhooks.message_id(notice.batch_id), int(time.time()), body)
     timeout = aiohttp.ClientTimeout(total=settings.callback_timeout_s)
     try:
         async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as session:

@@ -18,16 +18,19 @@ from typing import Any
 
 import aiohttp
 import pytest
+from queue_drain_client.notices import InvalidNotice, notice_key, verify
 
 from devstack.host import ROOT
 from tests.conftest import Azurite, Names
 from tests.fixtures_servicebus import ServiceBus
-from tests.host.conftest import HostLauncher, RunningHost
+from tests.host.conftest import HostLauncher, RunningHost, wait_until
 from tests.host.test_function_app import app_settings
+from tests.receiver import new_secret, receiving
 
 pytestmark = pytest.mark.slow
 
 UNKNOWN = "0" * 32
+MASTER, PREVIOUS = new_secret(), new_secret()
 SCHEDULED = "86400"  # a day ahead: nothing of these batches runs during the test (a cancel still has work)
 
 
@@ -43,6 +46,19 @@ def devstack_token(tenant: str, *options: str) -> str:
     return done.stdout.strip()
 
 
+def devstack_notice_key(tenant: str, master: str) -> str:
+    """`python -m devstack notice-key TENANT`, as the operator runs it with the app's CALLBACK_SECRET."""
+    done = subprocess.run(
+        [sys.executable, "-m", "devstack", "notice-key", tenant],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"CALLBACK_SECRET": master, "PYTHONPATH": str(ROOT)},
+    )
+    return done.stdout.strip()
+
+
 def forged_principal(tenant: str, *roles: str) -> str:
     claims = [{"typ": "roles", "val": f"tenant.{tenant}"}, *({"typ": "roles", "val": r} for r in roles)]
     doc = {"auth_typ": "aad", "claims": claims, "name_typ": "name", "role_typ": "roles"}
@@ -53,7 +69,13 @@ def forged_principal(tenant: str, *roles: str) -> str:
 def identity_host(
     tmp_path: Path, azurite_service: Azurite, servicebus_service: ServiceBus, names: Names
 ) -> Iterator[RunningHost]:
-    env = app_settings(azurite_service, servicebus_service, names, "identity") | {"TENANT_FROM": "principal"}
+    env = app_settings(azurite_service, servicebus_service, names, "identity") | {
+        "TENANT_FROM": "principal",
+        "CALLBACK_ALLOWED_HOSTS": "127.0.0.1",
+        "CALLBACK_ALLOW_HTTP_LOOPBACK": "true",
+        "CALLBACK_SECRET": MASTER,
+        "CALLBACK_SECRET_PREVIOUS": PREVIOUS,  # a rotation is under way
+    }
     launcher = HostLauncher(tmp_path)
     try:
         yield launcher.start(ROOT, env=env)
@@ -229,3 +251,24 @@ async def test_an_idempotency_key_is_each_tenants_own_and_bound_to_the_request_i
             assert status == 409, (params, answer)
             assert answer["error"]["code"] == "idempotency_conflict"
             assert answer["error"]["different"] == changed, answer
+
+
+async def test_a_tenants_notice_is_signed_with_its_own_key_under_both_masters_while_one_is_rotated_out(
+    identity_host: RunningHost,
+) -> None:
+    alpha_key = devstack_notice_key("alpha", MASTER)  # what the operator hands alpha's receiver
+    who = Callers()
+    with receiving(alpha_key) as receiver:
+        async with aiohttp.ClientSession(base_url=identity_host.base_url) as session:
+            headers = who.alpha | {"Content-Type": "application/x-ndjson", "X-Callback-Url": receiver.url()}
+            status, raw = await call(session, "POST", "/api/batches", headers, data=b'{"a":1}\n')
+            assert status == 202, raw
+        wait_until(lambda: receiver.count() > 0, 60, "alpha's completion notice")
+        got = receiver.got[0]
+    assert got.verified  # by the standardwebhooks package, with alpha's key
+    assert len(got.headers["webhook-signature"].split()) == 2
+    for master in (MASTER, PREVIOUS):
+        verify(notice_key(master, "alpha"), got.body, got.headers)  # either key of alpha's verifies it
+        for other in (notice_key(master, "beta"), master):
+            with pytest.raises(InvalidNotice):
+                verify(other, got.body, got.headers)
