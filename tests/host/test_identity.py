@@ -21,6 +21,7 @@ import pytest
 from queue_drain_client.notices import InvalidNotice, notice_key, verify
 
 from devstack.host import ROOT
+from devstack.procs import free_port
 from tests.conftest import Azurite, Names
 from tests.fixtures_servicebus import ServiceBus
 from tests.host.conftest import HostLauncher, RunningHost, wait_until
@@ -31,6 +32,7 @@ pytestmark = pytest.mark.slow
 
 UNKNOWN = "0" * 32
 MASTER, PREVIOUS = new_secret(), new_secret()
+RECEIVER_PORT = free_port()  # the notices' receiver: the one origin allowed
 SCHEDULED = "86400"  # a day ahead: nothing of these batches runs during the test (a cancel still has work)
 
 
@@ -71,7 +73,7 @@ def identity_host(
 ) -> Iterator[RunningHost]:
     env = app_settings(azurite_service, servicebus_service, names, "identity") | {
         "TENANT_FROM": "principal",
-        "CALLBACK_ALLOWED_HOSTS": "127.0.0.1",
+        "CALLBACK_ALLOWED_HOSTS": f"http://127.0.0.1:{RECEIVER_PORT}",
         "CALLBACK_ALLOW_HTTP_LOOPBACK": "true",
         "CALLBACK_SECRET": MASTER,
         "CALLBACK_SECRET_PREVIOUS": PREVIOUS,  # a rotation is under way
@@ -258,7 +260,7 @@ async def test_a_tenants_notice_is_signed_with_its_own_key_under_both_masters_wh
 ) -> None:
     alpha_key = devstack_notice_key("alpha", MASTER)  # what the operator hands alpha's receiver
     who = Callers()
-    with receiving(alpha_key) as receiver:
+    with receiving(alpha_key, port=RECEIVER_PORT) as receiver:
         async with aiohttp.ClientSession(base_url=identity_host.base_url) as session:
             headers = who.alpha | {"Content-Type": "application/x-ndjson", "X-Callback-Url": receiver.url()}
             status, raw = await call(session, "POST", "/api/batches", headers, data=b'{"a":1}\n')
