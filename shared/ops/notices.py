@@ -28,6 +28,7 @@ from typing import Any
 
 import aiohttp
 import yarl
+from aiohttp import ClientConnectorError, ClientSSLError
 
 from shared.batch.batches import Manifest
 from shared.core import webhooks
@@ -294,11 +295,11 @@ async def deliver(services: Services, notice: Notice) -> tuple[bool, int | None,
 
 def failure_reason(error: BaseException) -> str:
     """The fixed reason (one of REASONS) for an attempt that got no HTTP answer."""
-    if isinstance(error, aiohttp.ClientSSLError | ssl.SSLError):
+    if isinstance(error, ClientSSLError | ssl.SSLError):
         return "tls"
     if isinstance(error, TimeoutError):  # aiohttp's timeouts are TimeoutErrors too
         return "timeout"
-    if isinstance(error, aiohttp.ClientConnectorError | ConnectionRefusedError | socket.gaierror):
+    if isinstance(error, ClientConnectorError | ConnectionRefusedError | socket.gaierror):
         return "connect_failed"
     return "send_failed"
 
@@ -330,9 +331,12 @@ async def listed(services: Services) -> dict[str, dict[str, str]]:
     return found
 
 
-async def sweep(services: Services, found: dict[str, dict[str, str]]) -> int:
-    """The fallback timer's net: publish the attempt of every pending notice of `found` (`listed`) STALL_S
-    overdue; how many it published."""
+async def sweep(services: Services, found: dict[str, dict[str, str]] | None = None) -> int:
+    """The fallback timer's net: publish the attempt of every pending notice of `found` (`listed`, read here if
+    not given) STALL_S overdue; how many it published. (The timer runs `shared.ops.notice_sweep.sweep`, which
+    also stores the notice of a final batch that has none.)"""
+    if found is None:
+        found = await listed(services)
     now = time.time()
     overdue = []
     for batch_id, meta in found.items():
