@@ -22,6 +22,9 @@ from shared.batch.envelope import ChunkHeader
 # cancel's answer beyond which no handler call of that batch starts. Its cost: one listing of the ended
 # markers per drainer process every ENDED_CHECK_S while it drains (none while idle).
 ENDED_CHECK_S = 5.0
+# Listings of the ended markers a chunk waits for when each answers later than ENDED_CHECK_S after it began,
+# before it is left for redelivery rather than run on knowledge older than the bound.
+ENDED_LISTINGS_MAX = 3
 # Storage queues hide a message for at most 7 days: a start later than that cannot be kept without a poller.
 MAX_NOT_BEFORE_S = 7 * 24 * 3600 - 60
 MAX_EXPIRES_IN_S = 30 * 24 * 3600

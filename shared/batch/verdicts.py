@@ -89,7 +89,11 @@ class EndedBatches:
         return self.listed_at is not None and now - self.listed_at <= self.fresh_s
 
     def listed(self, ids: frozenset[str], started_at: float) -> None:
-        """A listing begun at `started_at` (it saw every marker written before then)."""
+        """A listing begun at `started_at` (it saw every marker written before then); one that began before the
+        listing known here (two sessions of a process list concurrently) adds its ids and keeps the later time."""
+        if self.listed_at is not None and started_at < self.listed_at:
+            self._ids |= ids
+            return
         self._ids, self.listed_at = ids, started_at
         self._mine -= ids
 

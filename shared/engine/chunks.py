@@ -19,10 +19,12 @@ from opentelemetry.trace import Link, Span
 from shared.batch import envelope, lifecycle
 from shared.batch.batches import Admission, Manifest, admit
 from shared.batch.envelope import ChunkHeader, ChunkMessage
+from shared.batch.lifecycle import ENDED_CHECK_S, ENDED_LISTINGS_MAX
 from shared.batch.results import newest, settled_counts
 from shared.batch.settlement import ResultRecord, Settlement, discarded, settle
 from shared.core import layout
 from shared.core.errors import HandlerError, MalformedEnvelope, NotRun, Overloaded, ResourceMissing, StorageError
+from shared.engine import sync_calls
 from shared.engine.limits import HandlerLimits
 from shared.handlers import ChunkContext, ChunkResult, ItemOutcome, checked, is_async
 from shared.services import Services
@@ -61,18 +63,36 @@ class ChunkWork:
         return lifecycle.judged(header, epoch_ms())
 
     async def _is_ended(self, batch_id: str) -> bool:
+        """Whether the process knows the batch ended, by a listing of the ended markers begun at most ENDED_CHECK_S
+        ago. A listing knows the markers written before it began, so its time is its start, and it is judged after
+        it answered: a listing slowed past the bound (SDK retries) is followed by another; after ENDED_LISTINGS_MAX
+        such listings the chunk is left for redelivery (StorageError) rather than run on stale knowledge."""
         known = self.s.ended
-        if not known.fresh(time.monotonic()):
+        for listings in range(ENDED_LISTINGS_MAX + 1):
+            if batch_id in known:  # an ended batch stays ended: no listing needs to be fresh to say so
+                return True
+            if known.fresh(time.monotonic()):
+                return False
+            if listings == ENDED_LISTINGS_MAX:
+                break
             if self._ended_listing is None:  # one listing for all the chunks that ask meanwhile
                 self._ended_listing = asyncio.ensure_future(self._list_ended())
                 self._ended_listing.add_done_callback(lambda _: setattr(self, "_ended_listing", None))
             await asyncio.shield(self._ended_listing)
-        return batch_id in known
+        raise StorageError("list ended batches", f"no listing answered within {ENDED_CHECK_S} s of its start")
 
     async def _list_ended(self) -> None:
-        started = time.monotonic()
+        started = time.monotonic()  # the listing's time: it knows every marker written before it began
         state = self.s.storage.container(self.settings.state_container)
         self.s.ended.listed(await ended.listed(state), started)
+
+    def _still_runs(self, header: ChunkHeader) -> bool:
+        """Judged by a sync handler's thread as it begins the call, with no I/O: the process's knowledge of ended
+        batches is fresh and does not name the batch, and the chunk's deadline has not passed."""
+        known = self.s.ended
+        if header.batch_id in known or not known.fresh(time.monotonic()):
+            return False
+        return lifecycle.judged(header, epoch_ms()) is Admission.PROCESS
 
     async def _committed(self, header: ChunkHeader) -> Admission:
         known = self.s.committed.judge(header.batch_id, header.attempt, now=self.clock())
@@ -149,11 +169,7 @@ class ChunkWork:
             items, positions = await self._load_items(msg)
             context = ChunkContext(header.batch_id, header.chunk, attempt, self.settings)
             async with self.limits.admit(len(items)) if self.limits is not None else nullcontext():
-                # Judged again as the handler call starts: the wait for a place may have outlasted the bound.
-                verdict = await self.lifecycle(header)
-                if verdict is not Admission.PROCESS:
-                    raise NotRun(verdict.value)
-                result = await self._run_handler(items, context)
+                result = await self._judged_call(header, items, context)
             settlement = settle(
                 batch_id=header.batch_id,
                 chunk=header.chunk,
@@ -243,13 +259,29 @@ class ChunkWork:
         positions = msg.positions(len(everything))
         return envelope.select(everything, positions), positions
 
-    async def _run_handler(self, items: list[Any], context: ChunkContext) -> ChunkResult:
+    async def _judged_call(self, header: ChunkHeader, items: list[Any], context: ChunkContext) -> ChunkResult:
+        """The handler's call, judged again as it starts (the wait for a place may have outlasted the bound): on
+        the loop right before an async handler's call; by a sync handler's thread as it begins the call
+        (`shared.engine.sync_calls`), and on the loop again whenever the thread found it must not start.
+        Raises NotRun if the batch ended or expired meanwhile."""
+        while True:
+            verdict = await self.lifecycle(header)
+            if verdict is not Admission.PROCESS:
+                raise NotRun(verdict.value)
+            result = await self._run_handler(header, items, context)
+            if result is not None:
+                return result
+
+    async def _run_handler(self, header: ChunkHeader, items: list[Any], context: ChunkContext) -> ChunkResult | None:
+        """The handler's result; None if a sync handler's thread found the call must not start (judge again)."""
         handler = self.s.handler
         try:
             if is_async(handler):
                 raw = await handler(items, context)  # type: ignore[misc]
             else:
-                raw = await asyncio.to_thread(handler, items, context)
+                raw = await sync_calls.call(lambda: handler(items, context), lambda: self._still_runs(header))
+                if raw is sync_calls.NOT_READY:
+                    return None
                 if asyncio.iscoroutine(raw):
                     raw = await raw
             return checked(raw, len(items))

@@ -7,6 +7,7 @@ count how often each item was handled.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -26,6 +27,7 @@ def reset() -> None:
     cancelled.clear()
     attempts_seen.clear()
     on_chunk.clear()
+    started_at.clear()
     global entered, release
     entered, release = asyncio.Event(), asyncio.Event()
 
@@ -100,3 +102,16 @@ async def blocking(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
 
 def explodes(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
     raise RuntimeError("the handler broke")
+
+
+SLOW_SYNC_S = 1.0
+started_at: list[tuple[str, float]] = []  # (batch id, time.time()) as each call of `slow_sync` began
+
+
+def slow_sync(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
+    """A sync handler (runs on a thread) that takes SLOW_SYNC_S a chunk, noting when each call began."""
+    started_at.append((context.batch_id, time.time()))
+    time.sleep(SLOW_SYNC_S)
+    for item in items:
+        calls[item_id(item)] += 1
+    return ChunkResult([ItemOutcome.success() for _ in items])

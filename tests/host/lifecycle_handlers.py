@@ -42,3 +42,19 @@ async def sevens_fail(items: Sequence[Any], context: ChunkContext) -> ChunkResul
 def handled(markers: Path) -> list[dict[str, Any]]:
     path = markers / "handled.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def slow_sync(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
+    """A sync handler (on a thread): notes when its call began in begun.jsonl, then works SLOW_MS_PER_CHUNK (a
+    blocking downstream call) and succeeds on every item."""
+    started = time.time()
+    line = {"batch": context.batch_id, "chunk": context.chunk, "started": started}
+    with (Path(os.environ.get("TEST_MARKER_DIR", ".")) / "begun.jsonl").open("a") as out:
+        out.write(json.dumps(line) + "\n")
+    time.sleep(float(os.environ.get("SLOW_MS_PER_CHUNK") or 0) / 1000)
+    return ChunkResult([ItemOutcome.success() for _ in items])
+
+
+def begun(markers: Path) -> list[dict[str, Any]]:
+    path = markers / "begun.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
