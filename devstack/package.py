@@ -41,6 +41,8 @@ EXPECTED = {
     "poison_detail": "httpTrigger",
     "poison_replay": "httpTrigger",
     "replay_status": "httpTrigger",
+    "probe_start": "httpTrigger",
+    "probe_status": "httpTrigger",
     "dashboard": "httpTrigger",
     "openapi": "httpTrigger",
     "drain": "serviceBusTrigger",

@@ -60,10 +60,11 @@ param principalId string = ''
 @allowed([512, 2048, 4096])
 param instanceMemoryMB int = 2048
 
-// Microsoft's event-driven scaling page (Flex Consumption) gives 1 as the lowest value and 1000 as the highest;
-// older pages and the samples gave 40, and values under 40 have been reported refused in some regions.
-@description('Most on-demand instances of each scale group (the HTTP functions together; the drain function; the timer), not of the whole app; always-ready instances are not counted. Flex Consumption defaults to 100; 1 to 1000. MAX_DRAINERS_PER_QUEUE follows it, within the regional memory quota.')
-@minValue(1)
+// Microsoft's event-driven scaling page (Flex Consumption) gives 1 as the lowest value and 1000 as the highest, but
+// ARM refuses values under 40 outside the few regions Microsoft lists for them: the template takes 40 to 1000, so a
+// value ARM may refuse fails here, before anything is created. In a listed region, lower this bound by hand.
+@description('Most on-demand instances of each scale group (the HTTP functions together; the drain function; the timer), not of the whole app; always-ready instances are not counted. Flex Consumption defaults to 100; 40 to 1000 here (under 40 only in the regions Microsoft lists: edit this bound). MAX_DRAINERS_PER_QUEUE follows it, within the regional memory quota.')
+@minValue(40)
 @maxValue(1000)
 param maximumInstanceCount int = 100
 
@@ -88,7 +89,7 @@ param triggerMaxDeliveryCount int = 10
 @description('The fallback timer (NCRONTAB, seconds first), the last net behind the look chain that watches every queue holding messages. Every 6 hours (default) lets an idle app scale to zero between ticks: about 180 storage transactions a day for one queue with every source counted. Every minute keeps an instance, and the host\'s locks, alive all day: about 10,200 a day (BENCHMARKS.md "Idle per app").')
 param fallbackSchedule string = '0 0 */6 * * *'
 
-@description('Any other app setting the app reads (README "Settings"), as NAME=value pairs separated by semicolons, for example `CHUNK_MAX_ITEMS=500;RECEIVERS=8` (azd: APP_SETTINGS). The template writes the whole app settings list on every deployment, so a setting changed by hand in the portal is reset: set it here. Names the template sets itself are set through their own parameters and win.')
+@description('Any other app setting the app reads (README "Settings"), as NAME=value pairs separated by semicolons, for example `CHUNK_MAX_ITEMS=500;RECEIVERS=8`, or as a JSON object of strings for values that hold a semicolon (azd: APP_SETTINGS). The template writes the whole app settings list on every deployment, so a setting changed by hand in the portal is reset: set it here. Names the template sets itself are set through their own parameters and win.')
 param appSettings string = ''
 
 @description('Log Analytics daily ingestion cap in GB; -1 for none. When reached, logs stop until the next day (UTC).')
@@ -128,12 +129,16 @@ var names = {
 // One drainer per instance (host.json maxConcurrentCalls 1): no more drainers than the drain function's scale
 // group may have instances, nor than the regional memory quota can hold.
 var maxDrainersPerQueue = min(maximumInstanceCount, regionalMemoryQuotaMB / instanceMemoryMB, 1000)
-// APP_SETTINGS: `NAME=value;NAME=value`, each split at its first `=` (a value may hold `=`, not `;`).
-var passedSettings = toObject(
-  filter(split(appSettings, ';'), pair => contains(pair, '=')),
-  pair => trim(substring(pair, 0, indexOf(pair, '='))),
-  pair => substring(pair, indexOf(pair, '=') + 1)
-)
+// APP_SETTINGS: a JSON object (`{"NAME": "value"}`: any value, `;` included), or `NAME=value;NAME=value`, each split
+// at its first `=` (a value may hold `=`, not `;`). infra/hooks/preprovision.py refuses a repeated name, a pair with
+// no `=` and a JSON value that is not a string before anything is provisioned.
+var passedSettings = startsWith(trim(appSettings), '{')
+  ? json(appSettings)
+  : toObject(
+      filter(split(appSettings, ';'), pair => contains(pair, '=')),
+      pair => trim(substring(pair, 0, indexOf(pair, '='))),
+      pair => substring(pair, indexOf(pair, '=') + 1)
+    )
 
 resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
   name: 'rg-${environmentName}'
@@ -235,6 +240,7 @@ module alerts 'modules/alerts.bicep' = {
     functionAppName: app.outputs.name
     applicationInsightsName: monitoring.outputs.applicationInsightsName
     actionGroupId: alertActionGroupId
+    logAnalyticsId: monitoring.outputs.logAnalyticsId
   }
 }
 

@@ -17,7 +17,7 @@ from shared.core.errors import MalformedEvent, NotFound
 from shared.core.events import Reason, TriggerEvent
 from shared.engine.report import DrainReport
 from shared.engine.serve import serve
-from shared.ops import lifecycle, notices, probe, replay_jobs
+from shared.ops import lifecycle, notices, probe, replay_jobs, reports
 from shared.services import Services
 from shared.watch import lookout
 
@@ -40,6 +40,8 @@ async def route(services: Services, event: TriggerEvent, trace: str | None = Non
     # Did a batch it recorded results of become final (two storage calls per batch, not per chunk)? The one
     # caller that stamps it final stores its completion notice (`shared.ops.notices`).
     await lifecycle.finalize_all(services, report.batches)
+    if report.items_failed:
+        await reports.observe_poison(services, event.queue)  # the poison alert's gauge
     return report
 
 

@@ -1,6 +1,7 @@
 // Alerts as code: what an operator must hear about without watching the dashboard. Each notifies the action
 // group when one is given (alertActionGroupId), else fires in the portal only.
-// - poison: messages in the work queue's poison queue (items that failed MAX_DEQUEUE_COUNT times);
+// - poison: messages in the work queue's poison queue (items that failed MAX_DEQUEUE_COUNT times), as a metric;
+// - the Log Analytics daily cap reached (the log alerts' blind spot);
 // - dead letters: trigger events Service Bus dead-lettered (a malformed event, or one the app failed on
 //   MaxDeliveryCount times);
 // - function failures, and the HTTP 5xx rate of the API.
@@ -12,6 +13,7 @@ param poisonQueueName string
 param functionAppName string
 param applicationInsightsName string
 param actionGroupId string
+param logAnalyticsId string
 
 var actions = empty(actionGroupId) ? [] : [{ actionGroupId: actionGroupId }]
 
@@ -27,24 +29,61 @@ resource insights 'Microsoft.Insights/components@2020-02-02' existing = {
   name: applicationInsightsName
 }
 
-// Storage metrics have no per-queue dimension, so the poison queue's growth is read from the app's own log:
-// every move writes a `shared.engine.drainer` warning "... moved to the poison queue ..." (shared/engine/settling.py),
-// exported to Application Insights by shared.telemetry.export. The depth itself is on GET /api/queues.
-resource poison 'Microsoft.Insights/scheduledQueryRules@2023-03-15-preview' = {
+// Storage metrics have no per-queue dimension, so the poison queue's depth comes from the app: the gauge
+// `queue_drain.queue.depth` (kind=poison, shared.telemetry.metrics), observed after every drain execution that parked
+// items, at every GET /api/queues, and exported every minute while an instance lives. A metric alert, not a log
+// query: it fires on depth > 0 (not on moves counted in a window), and it does not read the Log Analytics workspace,
+// which stops taking logs for the rest of the day once its daily cap is reached. skipMetricValidation: the custom
+// metric exists only once the app has sent it, and provisioning must not fail before that.
+resource poison 'Microsoft.Insights/metricAlerts@2018-03-01' = {
   name: 'qd-poison-${functionAppName}'
-  location: location
+  location: 'global'
   tags: tags
   properties: {
-    displayName: 'queue-drain: messages moved to ${poisonQueueName} (or a partition\'s or lane\'s poison queue)'
+    description: 'Parked chunks in ${poisonQueueName} (or a partition\'s poison queue): depth above 0'
     severity: 2
     enabled: true
     scopes: [insights.id]
+    evaluationFrequency: 'PT15M'
+    windowSize: 'PT6H'
+    criteria: {
+      'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'
+      allOf: [
+        {
+          name: 'poisonDepth'
+          criterionType: 'StaticThresholdCriterion'
+          metricName: 'queue_drain.queue.depth'
+          metricNamespace: 'azure.applicationinsights'
+          dimensions: [{ name: 'kind', operator: 'Include', values: ['poison'] }]
+          operator: 'GreaterThan'
+          threshold: 0
+          timeAggregation: 'Maximum'
+          skipMetricValidation: true
+        }
+      ]
+    }
+    actions: actions
+  }
+}
+
+// The log alerts below (failures) read the workspace; past its daily cap it takes no logs until midnight UTC and
+// they go blind. This one says so: Microsoft's documented query on the workspace's own operation log, which records
+// the cap being reached ("OverQuota").
+resource dailyCap 'Microsoft.Insights/scheduledQueryRules@2023-03-15-preview' = {
+  name: 'qd-dailycap-${functionAppName}'
+  location: location
+  tags: tags
+  properties: {
+    displayName: 'queue-drain: the Log Analytics daily cap was reached (log alerts are blind until midnight UTC)'
+    severity: 2
+    enabled: true
+    scopes: [logAnalyticsId]
     evaluationFrequency: 'PT15M'
     windowSize: 'PT15M'
     criteria: {
       allOf: [
         {
-          query: 'traces | where message has "moved to the poison queue"'
+          query: '_LogOperation | where Category =~ "Ingestion" | where Detail contains "OverQuota"'
           timeAggregation: 'Count'
           operator: 'GreaterThan'
           threshold: 0
@@ -134,6 +173,9 @@ resource http5xx 'Microsoft.Insights/metricAlerts@2018-03-01' = {
           operator: 'GreaterThan'
           threshold: 5
           timeAggregation: 'Total'
+          // Http5xx is among the site metrics Microsoft lists for Flex Consumption apps; should a region not
+          // publish it, the rule is still created rather than failing the whole provision.
+          skipMetricValidation: true
         }
       ]
     }

@@ -4,6 +4,7 @@ aggregation)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from datetime import datetime, timezone
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 from shared.batch.batches import Manifest, is_batch_id
 from shared.batch.results import ResultEntry
 from shared.core import layout
-from shared.core.errors import ResourceMissing
+from shared.core.errors import ResourceMissing, StorageError
 from shared.core.identity import Caller
 from shared.core.lanes import Lane
 from shared.engine import lane_queues
@@ -29,6 +30,8 @@ from shared.store.storage import read_json
 from shared.telemetry import metrics
 from shared.telemetry.activity import ACTIVITY
 from shared.watch import lookout
+
+log = logging.getLogger(__name__)
 
 STARTED_AT = datetime.now(timezone.utc).isoformat()
 
@@ -59,6 +62,17 @@ async def read_batch_status(services: Services, batch_id: str, caller: Caller | 
 
 def status_of(manifest: Manifest, entries: list[ResultEntry]) -> str:
     return str(batch_status(manifest, entries, datetime.now(timezone.utc))["status"])
+
+
+async def observe_poison(services: Services, queue: str) -> None:
+    """Read a partition's poison depth into the exported gauge (`queue_drain.queue.depth`, kind=poison), which the
+    poison alert watches (infra/modules/alerts.bicep): one GetQueueMetadata, after a drain execution that parked."""
+    try:
+        poison_depth = await lane_queues.depth(services, services.settings.poison_queue(queue))
+    except StorageError as e:  # the gauge keeps its last value; the next drain that parks or a queues read mends it
+        log.warning("poison depth of %s not read for the poison alert's gauge: %s", queue, e)
+        return
+    metrics.observe_depth(queue, poison_depth, kind="poison")
 
 
 async def read_queue_status(services: Services) -> dict[str, Any]:

@@ -25,6 +25,8 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from shared import runtime
 from shared.core.errors import SettingsError
+from shared.core.events import Reason, TriggerEvent
+from shared.router import route
 from shared.telemetry import export as telemetry
 from shared.telemetry import metrics, tracing
 from tests.app.conftest import drain_all
@@ -175,3 +177,18 @@ def test_application_insights_gets_its_logs_from_the_app_not_from_the_distro() -
     options = telemetry.azure_monitor_options({"APPLICATIONINSIGHTS_CONNECTION_STRING": "InstrumentationKey=x"})
     assert options.get("disable_logging") is True
     assert "logger_name" not in options
+
+
+async def test_a_drain_that_parks_items_sets_the_poison_depth_gauge_the_poison_alert_watches(configure, reader) -> None:
+    # infra/modules/alerts.bicep's poison alert is a metric alert on this gauge (kind=poison) above 0.
+    services = configure(HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1", CHUNK_MAX_ITEMS="10")
+    queue = services.settings.partition_queues()[0]
+    await submit_ids(services, [f"p-{i}" for i in range(10)])  # p-7 fails on its only attempt: parked
+    report = await route(services, TriggerEvent(services.settings.account_name, queue, Reason.SUBMITTED))
+    assert report.items_failed == 1
+    depth = [
+        p.value
+        for p in points(reader).get("queue_drain.queue.depth", [])
+        if p.attributes == {"queue": queue, "kind": "poison"}
+    ]
+    assert depth == [1]
