@@ -3,8 +3,10 @@ rewrites it from the committed results).
 
 One renderer walks `SECTIONS`, in order; each section is owned by its benchmark (`bench.measures.<name>.section`)
 or is the report's own frame (`front`, `claims`, `findings`). A section reads the run's document or, for a
-benchmark with a command of its own, its own result file in bench/results/. Adding a benchmark is its package under
-`bench.measures` and one line here.
+benchmark with a command of its own, its own result file in bench/results/; each section names its command and
+commit. The first screen is the targets (the main run's, then `TARGETS`: each other benchmark's rows) and the app
+beside the peers; the history of how figures were reached is the last section (`claims`). Adding a benchmark is its
+package under `bench.measures` and a line here.
 """
 
 from __future__ import annotations
@@ -34,11 +36,23 @@ def own_file(section: Callable[[], str]) -> Section:
     return lambda doc: section()
 
 
+# The rows each benchmark with a command of its own adds to the first screen's targets table.
+TARGETS: list[Callable[[], list[str]]] = [
+    curves.headline_targets,
+    tenants.headline_targets,
+    tracing_cost.headline_targets,
+    flow.headline_targets,
+]
+
+
+def targets(doc: dict[str, Any]) -> str:
+    return front.targets(doc, [row for rows in TARGETS for row in rows()])
+
+
 SECTIONS: list[Section] = [
     front.header,
-    front.targets,
-    claims.section,
-    own_file(chunked.section),
+    targets,
+    front.side_by_side,
     throughput.transactions,
     throughput.throughput,
     latency.latency,
@@ -46,15 +60,17 @@ SECTIONS: list[Section] = [
     own_file(idle_sources.section),
     raw_limit.raw_limit,
     throughput.memory,
+    own_file(chunked.section),
     own_file(curves.section),
     own_file(tenants.section),
     own_file(tracing_cost.section),
     own_file(flow.section),
     own_file(parts.section),
     own_file(platform.section),
+    own_file(cost.section),
     findings.findings,
     front.method,
-    own_file(cost.section),
+    claims.section,
 ]
 
 

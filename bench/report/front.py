@@ -2,29 +2,60 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from bench.peers import LABELS
-from bench.tools.results import PEERS, fmt
+from bench.tools.results import PEERS, SYSTEMS, fmt, target_row
 
 
 def header(doc: dict[str, Any]) -> str:
+    return """# Benchmarks
+
+queue-drain (push drain + fallback, default settings) beside four polling peers. Every figure below names the
+command that measures it and the commit it was measured on; `python -m bench --report-only` rewrites this file from
+the result files in `bench/results/`, measuring nothing. Times come from a shared 2-core machine and are noisy:
+compare the ratios.
+"""
+
+
+def side_by_side(doc: dict[str, Any]) -> str:
+    """The main run's headline figures, the app and every peer in one table."""
+    f, tput = doc["summary"]["figures"], doc["throughput"]
+
+    def row(label: str, cell: Callable[[str], str]) -> str:
+        return f"| {label} | " + " | ".join(cell(k) for k in SYSTEMS) + " |"
+
+    def p99_ms(k: str) -> str:
+        p99 = f["first_item_p99_s"][k]
+        return "-" if p99 is None else f"{p99 * 1000:,.0f}"
+
+    return "\n".join(
+        [
+            "## The app and the peers side by side",
+            "",
+            "| | " + " | ".join(LABELS[k] for k in SYSTEMS) + " |",
+            "|---|" + "---|" * len(SYSTEMS),
+            row("storage transactions per 1,000 items (section 1)", lambda k: fmt(f["transactions_per_1000"][k])),
+            row("drain items/s, no-op handler (section 2)", lambda k: fmt(f["items_per_s"][k], 0)),
+            row("wake latency after idle, first item p99, ms (section 3)", p99_ms),
+            row("idle storage transactions per queue per day (section 4)", lambda k: f"{f['idle_per_day'][k]:,}"),
+            row("drain peak RSS, MB (section 6)", lambda k: fmt(tput[k]["peak_rss_mb"])),
+            "",
+            run_details(doc),
+        ]
+    )
+
+
+def run_details(doc: dict[str, Any]) -> str:
     m = doc["machine"]
-    return f"""# Benchmarks
-
-queue-drain (push drain + fallback, default settings) side by side with four polling peers, measured in one run
-on one Azurite and one Service Bus stand-in, so machine noise cancels out in the ratios. Absolute times are from
-a shared {m["cores"]}-core machine and are noisy; compare the ratios.
-
-- Command: `{doc["command"]}` (from a fresh clone; it runs `make setup` first). This run took
-  {doc["duration_s"] / 60:.1f} minutes, started {doc["started_at"]}.
-- Machine: {m["cpu"]}, {m["cores"]} cores, {m["memory_gib"]} GiB, {m["os"]}, Python {m["python"]}, Node {m["node"]},
-  Azurite {m["azurite"]}; {commits(m)}.
-- Load: the machine is shared with other engineers' test suites. {load_line(m)} Azurite, the Service Bus
-  stand-in, the function hosts, the peers and the drain all share those {m["cores"]} cores.
-- The targets and sections 1-6 are from [`bench/results/latest.json`](bench/results/latest.json); every other
-  section names its own command and result file in `bench/results/` (peer (a'), the curves, the tenant
-  lanes, fairness taken apart: runs of their own, on newer code than this one).
+    return f"""Measured together in one run on one Azurite and one Service Bus stand-in, so machine noise cancels out in
+the ratios: `{doc["command"]}` (from a fresh clone; it runs `make setup` first), {doc["duration_s"] / 60:.1f}
+minutes, started {doc["started_at"]}; {commits(m)}. Machine: {m["cpu"]}, {m["cores"]} cores, {m["memory_gib"]} GiB,
+{m["os"]}, Python {m["python"]}, Node {m["node"]}, Azurite {m["azurite"]}. Load: the machine is shared with other
+engineers' test suites. {load_line(m)} Azurite, the Service Bus stand-in, the function hosts, the peers and
+the drain all share those {m["cores"]} cores. Sections 1-6 are from this run; every other section names its own
+command, result file and commit.
 
 Peers (in `bench/peers/`, each faithful to its documented algorithm):
 
@@ -74,16 +105,23 @@ def peer_table() -> str:
     return "\n".join(f"| {LABELS[k]} | {ALGORITHMS[k]} |" for k in PEERS)
 
 
-def targets(doc: dict[str, Any]) -> str:
-    rows = ["## Targets", "", "| target | figure | met |", "|---|---|---|"]
+def targets(doc: dict[str, Any], more: list[str]) -> str:
+    """Every target with its figure, met or missed, and the command and commit that measured it: the main run's
+    first, then `more`, the rows each other benchmark gives (`headline_targets`)."""
+    rows = [
+        "## Targets",
+        "",
+        "| target | figure | met | command | commit |",
+        "|---|---|---|---|---|",
+    ]
     for t in doc["summary"]["targets"]:
         figure = t["figure"]
         if "fraction" in t["target"] or "1/15" in t["target"] or "70%" in t["target"]:
             shown = "-" if figure is None else f"{figure:.3f}"
         else:
             shown = fmt(figure)
-        rows.append(f"| {t['target']} | {shown} | {'yes' if t['met'] else '**no**'} |")
-    return "\n".join(rows) + "\n"
+        rows.append(target_row(t["target"], shown, t["met"], doc["command"], "latest.json", doc))
+    return "\n".join([*rows, *more]) + "\n"
 
 
 def method(doc: dict[str, Any]) -> str:

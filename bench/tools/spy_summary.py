@@ -1,6 +1,6 @@
 """Where a sampled process spent its time, from py-spy's raw (collapsed) stacks (the parsing is pure).
 
-    python -m bench.spy_summary RAW --into bench/results/fairness-parts.json
+    python -m bench.tools.spy_summary RAW --into bench/results/fairness-parts.json
 
 A diagnostic run by hand (py-spy is not among the project's requirements): `py-spy record --pid PID --format
 raw --nonblocking` on the local host during a run, then this. Each line of RAW is `frame;frame;... count`, the
@@ -27,7 +27,7 @@ AREAS = {
     "JSON (shared/core/fastjson.py, json)": ("fastjson.py", "json/"),
     "Azure SDK (azure.core, azure.storage)": ("core/pipeline/", "core/tracing/", "queue/_", "blob/_"),
     "HTTP client (aiohttp/)": ("aiohttp/",),
-    "the handler (bench/handlers.py)": ("bench/handlers.py",),
+    "the handler (bench/handlers.py)": ("bench/handlers.py", "bench/tools/handlers.py"),
 }
 IDLE = ("select (selectors.py", "_worker (concurrent/futures/thread.py", "wait (threading.py")  # leaf frames
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.measures.curves.run import METRICS, curves
-from bench.tools.results import fmt, section_start
+from bench.tools.results import fmt, load, section_start, target_row
 
 EXPORT_ITEMS_PER_S, EXPORT_RSS_MB = 50_000, 100  # issue 28's targets for the export of 1,000,000 items
 
@@ -134,4 +134,31 @@ def export_row(doc: dict[str, Any]) -> list[str]:
         f"| storage transactions | {sum(e['transactions'].values()):,} "
         f"({', '.join(f'{k} {v:,}' for k, v in e['transactions'].items())}) | | |",
         "",
+    ]
+
+
+def headline_targets() -> list[str]:
+    """The results export's targets (issue 28) for the first screen's table."""
+    doc = load("curves.json")
+    point = next((p for p in doc["points"] if p["items"] == 1_000_000), None) if doc else None
+    if point is None:
+        return []
+    e = point["export"]
+    return [
+        target_row(
+            f"results export of 1,000,000 items >= {EXPORT_ITEMS_PER_S:,} items/s",
+            fmt(e["items_per_s"], 0),
+            e["items_per_s"] >= EXPORT_ITEMS_PER_S,
+            "make bench-curves",
+            "curves.json",
+            doc,
+        ),
+        target_row(
+            f"results export: peak RSS growth <= {EXPORT_RSS_MB} MB",
+            f"{fmt(e['peak_rss_growth_mb'])} MB",
+            e["peak_rss_growth_mb"] <= EXPORT_RSS_MB,
+            "make bench-curves",
+            "curves.json",
+            doc,
+        ),
     ]

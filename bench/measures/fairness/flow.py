@@ -7,7 +7,7 @@ import statistics
 from typing import Any
 
 from bench.measures.fairness.run import share_of_chunks
-from bench.tools.results import load, section_start
+from bench.tools.results import load, section_start, target_row
 
 
 def latency_cells(run: dict[str, Any]) -> str:
@@ -150,3 +150,28 @@ def section() -> str:
         "",
     ]
     return "\n".join(rows)
+
+
+def headline_targets() -> list[str]:
+    """A newcomer's wake behind a big backlog, against the idle app's wake target, for the first screen's table."""
+    rows = []
+    for name, command in (
+        ("fairness.json", "python -m bench.fairness"),
+        ("fairness-parts.json", "make bench-fairness-parts"),
+    ):
+        doc = load(name)
+        for scenario in (doc or {}).get("scenarios", []):
+            wait = scenario["handler_wait_ms_per_chunk"]
+            handler = "no-op handler" if not wait else f"handler waiting {wait:g} ms a chunk"
+            handler += ", taken apart" if name == "fairness-parts.json" else ""
+            rows.append(
+                target_row(
+                    f"a newcomer behind {doc['a_items']:,} items ({handler}): p99 <= {doc['b_p99_target_ms']:,.0f} ms",
+                    f"{scenario['b_p99_ms_median']:,.0f} ms",
+                    scenario["b_p99_met"],
+                    command,
+                    name,
+                    doc,
+                )
+            )
+    return rows

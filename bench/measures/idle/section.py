@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.peers import LABELS
-from bench.tools.results import SYSTEMS
+from bench.tools.results import SYSTEMS, run_source
 
 HOST_OVERHEADS = """\
 **Host-side storage traffic not counted at the client** (the Functions host's own, from the WebJobs SDK and
@@ -26,11 +26,11 @@ Functions host sources; added up per app below):
   scheduled watchdog and its cancellation per drain session, and a scheduled look per queue per minute while
   the queue holds messages (the look chain, `shared.watch.lookout`). Its storage side is one GetBlob per submit, a
   PutBlob when a submit arms it, and about 6 transactions per look (the chain blob read and written, the
-  lanes listed, the depth, the leases). This run was measured before the chain existed (the commit in the
-  header), so section 1 does not include it. Counted step by step from the code, not measured: for its
+  lanes listed, the depth, the leases). This run was measured before the chain existed (its commit above), so
+  section 1 does not include it. Counted step by step from the code, not measured: for its
   200,000-item backlog an arming submit (2), a look during the drain if it lasts past the floor (about 5) and
   the look that ends the chain (6) come to 8-13 transactions, at most 0.07 per 1,000 items (8.3 would read
-  about 8.4). Measured since, on today's code, the look chain and all: "Peer (a')" above, its last paragraph.
+  about 8.4). Measured since, on today's code, the look chain and all: "Peer (a')" below, its last paragraph.
 """
 
 
@@ -38,6 +38,8 @@ def idle(doc: dict[str, Any]) -> str:
     idle_doc, f = doc["idle"], doc["summary"]["figures"]
     rows = [
         "## 4. Idle storage transactions per queue per day",
+        "",
+        run_source(doc),
         "",
         "Per day: each policy's real code driven by a simulated clock for 24 hours (the peers' loops on an "
         "always-empty simulated queue that counts each call; the app's real `fallback.poll` against the real "

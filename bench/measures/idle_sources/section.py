@@ -6,8 +6,10 @@ said, not hidden.
 
 from __future__ import annotations
 
+from typing import Any
+
 from bench.measures.idle_sources.run import TARGET
-from bench.tools.results import load
+from bench.tools.results import load, source
 
 
 def every(seconds: float) -> str:
@@ -19,6 +21,16 @@ def short(seconds: float) -> str:
     return every(seconds) if seconds >= 60 else f"{seconds:.0f} s"
 
 
+def every_minute(doc: dict[str, Any]) -> dict[str, Any]:
+    """The one-queue Flex Consumption row with the timer every minute and a 5-minute linger: the app before the
+    look chain."""
+    return next(
+        r
+        for r in doc["rows"]
+        if r["plan"] != "Premium" and r["queues"] == 1 and r["schedule_s"] == 60 and r["linger_s"] == 300.0
+    )
+
+
 def section() -> str:
     doc = load("idle_sources.json")
     head = ["### Idle per app, every source counted (a model)", ""]
@@ -27,6 +39,8 @@ def section() -> str:
     rows = doc["rows"]
     out = [
         *head,
+        source("python -m bench.idle_sources", "idle_sources.json", doc),
+        "",
         "Section 4 counts each policy's own calls per queue. On Azure an idle app also pays for what the host and "
         "the platform do, and how long an instance lives decides most of it. `bench.idle_sources` adds up one "
         "idle day per app from every source we know, driving the fallback's real back-off policy (at its default "
@@ -57,11 +71,7 @@ def section() -> str:
     flex = [r for r in rows if r["plan"] != "Premium" and r["queues"] == 1 and r.get("shipped")]
     shipped = next(r for r in flex if r["linger_s"] == 300.0)
     worst = max(flex, key=lambda r: r["linger_s"])
-    minute = next(
-        r
-        for r in rows
-        if r["plan"] != "Premium" and r["queues"] == 1 and r["schedule_s"] == 60 and r["linger_s"] == 300.0
-    )
+
     parts = ", ".join(f"{k} {v:,}" for k, v in shipped["c"].items())
     premium = [r for r in rows if r["plan"] == "Premium" and r.get("shipped")]
     one, twenty = (next(r for r in premium if r["queues"] == n) for n in (1, 20))
@@ -75,10 +85,7 @@ def section() -> str:
         f"{worst['c_total']:,} ({worst['c_over_a']:.3f}x) with a {every(worst['linger_s'])} linger. With the "
         f"scale controller probing every 10 s the target of {TARGET} is {met}, and holds while an idle instance "
         f"lingers up to {doc['break_even_linger_s'] / 60:.0f} minutes (the range below for other probe "
-        "cadences). Before this design the timer ticked every minute, which "
-        f"kept an instance, and with it the host's locks, alive all day (with a 5-minute linger): "
-        f"{minute['c_total']:,} a day, "
-        f"{minute['c_over_a']:.2f}x (a). What the longer period does not give up: a queue that holds messages is "
+        "cadences). What the period of hours does not give up: a queue that holds messages is "
         "looked at within the back-off interval (the floor, 1 minute, after work arrives; at most the ceiling, "
         "30 minutes, while messages wait), by looks its work scheduled on Service Bus (`shared.watch.lookout`), and "
         "an empty queue has nothing to look for. The timer remains the net for the case where Service Bus "

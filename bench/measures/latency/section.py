@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.peers import LABELS
-from bench.tools.results import SYSTEMS, ms
+from bench.tools.results import SYSTEMS, ms, run_source
 
 
 def latency(doc: dict[str, Any]) -> str:
@@ -15,6 +15,8 @@ def latency(doc: dict[str, Any]) -> str:
     rows = [
         "## 3. Wake latency after idle",
         "",
+        run_source(doc),
+        "",
         f"{systems['app']['submissions']} submissions of {lat['batch_items']} items each, at the same moments for "
         f"every system, after idle gaps drawn uniformly from {doc['config']['latency_gap_s'][0]:.0f}-"
         f"{doc['config']['latency_gap_s'][1]:.0f} s per lane ({doc['config']['latency_lanes']} independent instances "
@@ -22,7 +24,7 @@ def latency(doc: dict[str, Any]) -> str:
         "locally: the local function host with the real `function_app.py`, HTTP submit, Service Bus trigger. "
         "Latency runs from the submit's acknowledgement (the 202; for a peer, the last message stored) to the "
         "first item handled and to the batch completed, both observed by the same handler appending monotonic "
-        "timestamps to a file (`bench/handlers.py`). All milliseconds.",
+        "timestamps to a file (`bench/tools/handlers.py`). All milliseconds.",
         "",
         "| system | completed | first item p50 | p95 | p99 | max | batch done p50 | p95 | p99 | max | (a) p99 ÷ this |",
         "|---|---|---|---|---|---|---|---|---|---|---|",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.tools.results import duration, load
+from bench.tools.results import duration, load, source
 
 
 def section() -> str:
@@ -25,6 +25,8 @@ def local_part(local: dict[str, Any] | None) -> list[str]:
     rounds = local["rounds"]
     shares = "; ".join(" + ".join(f"{n:,}" for n in r["host_shares"]) for r in rounds.get("2", rounds.get(2, [])))
     return [
+        source("python -m bench.scale_out", "scale_out.json", local),
+        "",
         f"**Two local hosts drain {local['speed_up_2_over_1']}x as fast as one** ({local['items']:,} items, a "
         f"CPU-bound handler spending about {local['cpu_ms_per_item']} ms of CPU per item; best of "
         f"{len(rounds.get('1', rounds.get(1, [])))} round(s) each, 1 and 2 hosts alternating): one host "
@@ -44,6 +46,8 @@ def model_part(model: dict[str, Any] | None) -> list[str]:
         return ["No model run recorded (`make bench-platform` writes bench/results/platform.json).", ""]
     before, after = model["policy_before"], model["policy_after"]
     out = [
+        source("python -m bench.platform", "platform.json", model),
+        "",
         "`bench.platform` is a seeded simulation of Flex Consumption draining one backlog: target-based scaling "
         "(desired instances = active trigger messages / target per instance, at most +4 per decision, one "
         f"decision per {model['params']['decision_interval_s']:.0f} s as Microsoft publishes for non-HTTP "
@@ -51,7 +55,8 @@ def model_part(model: dict[str, Any] | None) -> list[str]:
         f"{model['params']['cold_start_s'][0]:.0f}-{model['params']['cold_start_s'][1]:.0f} s), one vCPU per "
         "instance, the queue's 2,000 messages/s target, Service Bus delivery. It runs the "
         "app's own policy code (`shared.engine.scaling`, the settings' defaults, host.json). Every constant and its "
-        "source or assumption is in `bench/platform.py`. (a) is the built-in queue trigger with one item per "
+        "source or assumption is in `bench/measures/platform/params.py`. (a) is the built-in queue trigger with "
+        "one item per "
         "message, scaled by queue length / (`batchSize` + `newBatchThreshold`), as the extension's "
         "`QueueTargetScaler` does; (b) this app before issue 13 "
         f"(`maxConcurrentCalls` {before['max_concurrent_calls']}, at most {before['max_drainers_per_queue']} "

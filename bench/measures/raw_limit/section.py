@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.tools.results import fmt
+from bench.tools.results import fmt, run_source
 
 
 def raw_limit(doc: dict[str, Any]) -> str:
@@ -17,6 +17,8 @@ def raw_limit(doc: dict[str, Any]) -> str:
     decoded_fraction = f"{f['app_fraction_of_raw_with_decode']:.2f}"
     chunk = doc["throughput"]["app"]["chunk_items"]
     return f"""## 5. The local physical limit
+
+{run_source(doc)}
 
 Raw GetMessages(32) + DeleteMessage on Azurite, concurrent clients (asyncio tasks with a client each, in one
 process, through the same aio SDK the app uses, configured as the app's clients are), no processing, on the
@@ -56,7 +58,8 @@ def paired_text(doc: dict[str, Any]) -> str:
 **Paired rounds.** The ratio above sets a raw figure from the start of the run against one drain minutes later.
 To see both sides at the same moment, {len(paired["rounds"])} rounds each ran the raw loop ({paired["clients"]}
 clients, {paired["messages_per_round"]} of the app's messages) and, right after, the app's drain of a fresh backlog
-of the same size (`bench/paired.py`). Raw / app messages/s (ratio) by round: {rounds}. **Median ratio:
+of the same size (`bench/measures/raw_limit/paired.py`). Raw / app messages/s (ratio) by round: {rounds}.
+**Median ratio:
 {paired["median_ratio"]:.2f}.**
 """
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.tools import tenant_cost
-from bench.tools.results import fmt, section_start
+from bench.tools.results import fmt, load, section_start, target_row
 
 SETTLE_S_TEXT = "75 s"
 
@@ -167,3 +167,16 @@ def targets(doc: dict[str, Any]) -> list[str]:
         "",
     ]
     return rows
+
+
+def headline_targets() -> list[str]:
+    """The lane targets for the first screen's table."""
+    doc = load("tenants.json")
+    if doc is None:
+        return []
+    return [
+        target_row(
+            t["target"], f"{t['figure']:.3g} per lane per hour", t["met"], "make bench-tenants", "tenants.json", doc
+        )
+        for t in doc["targets"]
+    ]

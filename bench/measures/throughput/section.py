@@ -6,13 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 from bench.peers import LABELS
-from bench.tools.results import PEERS, SYSTEMS, fmt
+from bench.tools.results import PEERS, SYSTEMS, fmt, run_source
 
 
 def transactions(doc: dict[str, Any]) -> str:
     tput, f = doc["throughput"], doc["summary"]["figures"]
     rows = [
         "## 1. Storage transactions per 1,000 items",
+        "",
+        run_source(doc),
         "",
         "Enqueue (or submit) through completion, counted at the client by billable operation, on the throughput "
         "backlogs of section 2.",
@@ -36,6 +38,8 @@ def throughput(doc: dict[str, Any]) -> str:
     a_rate = tput["a"]["items_per_s"]
     rows = [
         "## 2. Drain throughput (no-op handler)",
+        "",
+        run_source(doc),
         "",
         f"The app drains a backlog of {app['items']:,} items ({app['messages']} messages of "
         f"{app['chunk_items']} items, "
@@ -153,6 +157,8 @@ def memory(doc: dict[str, Any]) -> str:
     tput = doc["throughput"]
     rows = [
         "## 6. Peak RSS of the draining process",
+        "",
+        run_source(doc),
         "",
         "VmHWM of the draining process (a fresh process for each drain).",
         "",

@@ -3,7 +3,7 @@ part of `make bench`); a missing file is said, not hidden."""
 
 from __future__ import annotations
 
-from bench.tools.results import section_start
+from bench.tools.results import load, section_start, target_row
 
 
 def section() -> str:
@@ -43,3 +43,20 @@ def section() -> str:
         "",
     ]
     return "\n".join(rows)
+
+
+def headline_targets() -> list[str]:
+    """Tracing's target for the first screen's table."""
+    doc = load("tracing.json")
+    if doc is None:
+        return []
+    return [
+        target_row(
+            f"tracing on slows the drain by at most {doc['target_slower_fraction']:.0%}",
+            f"{doc['slower_fraction']:.1%} slower (median of {len(doc['rounds'])} paired rounds)",
+            doc["target_met"],
+            "python -m bench.tracing_cost",
+            "tracing.json",
+            doc,
+        )
+    ]
