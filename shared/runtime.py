@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from shared.bus.publisher import ServiceBusPublisher
-from shared.core.settings import Settings, check_drain_budget, function_timeout_s
+from shared.core.settings import Settings
+from shared.core.timeouts import check_drain_budget, function_timeout_s
 from shared.handlers import load_handler
 from shared.services import Services
 from shared.store.fallback_state import BackoffStore

@@ -127,6 +127,9 @@ class Settings:
     # `principal` where App Service Authentication is on (WEBSITE_AUTH_ENABLED), `header` elsewhere.
     tenant_from: TenantFrom = field(default=TenantFrom.HEADER, metadata=env("TENANT_FROM"))
     tenant_claim: str = field(default=ROLES_CLAIM, metadata=env("TENANT_CLAIM"))
+    # Quotas per tenant (shared.store.quotas; 0: none): items accepted and not yet final, submits a minute.
+    tenant_max_pending_items: int = field(default=0, metadata=env("TENANT_MAX_PENDING_ITEMS", minimum=0))
+    tenant_max_submits_per_min: int = field(default=0, metadata=env("TENANT_MAX_SUBMITS_PER_MIN", minimum=0))
     # fallback poller
     backoff_floor_ms: int = field(default=60_000, metadata=env("BACKOFF_FLOOR_MS", minimum=100))
     backoff_ceiling_ms: int = field(default=1_800_000, metadata=env("BACKOFF_CEILING_MS", minimum=100))
@@ -375,40 +378,3 @@ def storage_account_name(conn: StorageConnection) -> str:
     if host.count(".") >= 3:
         return host.split(".", 1)[0]
     return parsed.path.strip("/").split("/", 1)[0] or host
-
-
-# The drain must stop taking messages this long before the function times out, at least: chunks in flight
-# settle, the lease is released and the follow-up published (the real host ends the whole worker process at
-# the timeout, every invocation with it).
-MIN_TIMEOUT_MARGIN_S = 30.0
-
-
-def function_timeout_s(raw: str | None) -> float | None:
-    """host.json's `functionTimeout` ("hh:mm:ss" or "d.hh:mm:ss") in seconds; None when unbounded ("-1") or
-    unset here (the plan's default then applies, and is checked where it is known)."""
-    if raw is None or raw.strip() in ("", "-1"):
-        return None
-    head, _, rest = raw.strip().partition(":")
-    days, _, hours_text = head.rpartition(".")
-    parts = [hours_text, *rest.split(":")]
-    if len(parts) != 3:
-        raise SettingsError("functionTimeout", f"{raw!r} is not a timespan like 00:05:00")
-    try:
-        hours, minutes, seconds = int(parts[0]), int(parts[1]), float(parts[2])
-        whole_days = int(days) if days else 0
-    except ValueError:
-        raise SettingsError("functionTimeout", f"{raw!r} is not a timespan like 00:05:00") from None
-    return whole_days * 86_400 + hours * 3_600 + minutes * 60 + seconds
-
-
-def check_drain_budget(budget_s: float, timeout_s: float | None) -> None:
-    """Refuse a DRAIN_BUDGET_S that leaves no margin under functionTimeout (pure)."""
-    if timeout_s is None:
-        return
-    margin = max(MIN_TIMEOUT_MARGIN_S, timeout_s / 10)
-    if budget_s + margin > timeout_s:
-        raise SettingsError(
-            "DRAIN_BUDGET_S",
-            f"{budget_s:g} s leaves {timeout_s - budget_s:g} s under functionTimeout ({timeout_s:g} s); "
-            f"at most {timeout_s - margin:g} s, so that chunks in flight settle before the host ends the worker",
-        )

@@ -38,6 +38,7 @@ from shared.core.errors import (
 )
 from shared.core.events import Reason, TriggerEvent
 from shared.core.lanes import DEFAULT_TENANT, Lane
+from shared.intake import quota_gate
 from shared.intake.body import Intake, Limits, decode_body, possible_size
 from shared.intake.lane_marks import check_tenant_room, mark_lanes, premark_lanes
 from shared.services import Services
@@ -186,6 +187,7 @@ async def _submit(
         request=batches.bound(priority, *options.asked(), callback_url) if key is not None else None,
     )
     lanes = [Lane(queue, tenant, priority).name for queue in chunk_queues]
+    quota_gate.check_size(settings, len(intake.items))
     if tenant != DEFAULT_TENANT:
         await check_tenant_room(services, tenant)
     container = await services.storage.ensure_container(settings.batches_container)
@@ -201,6 +203,7 @@ async def _submit(
         trigger = await ring(services, claimed.manifest, intake.encoded_bytes, at, committed=indexed)
         return replace(claimed, trigger=trigger)
     manifest, etag = claimed
+    await quota_gate.admit(services, container, manifest, etag)  # past a quota: a 429, the manifest taken back
     try:
         async with asyncio.timeout_at(deadline):
             outgoing = await asyncio.to_thread(prepare, manifest, chunks, lanes, tracing.traceparent(), options, now)
@@ -208,6 +211,7 @@ async def _submit(
             await store(services, outgoing)
     except (TimeoutError, StorageUnavailable) as e:
         await abandon(container, manifest, etag)
+        await quota_gate.release(services, manifest)
         why = "storage failed" if isinstance(e, StorageUnavailable) else "the deadline passed"
         raise SubmitRefused(
             f"the batch could not be stored within SUBMIT_DEADLINE_S ({settings.submit_deadline_s:g} s; {why}); "

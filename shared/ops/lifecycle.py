@@ -29,6 +29,7 @@ from shared.batch.results import ResultEntry, newest, successes
 from shared.core import layout
 from shared.core.errors import BatchConflict, NotFound, PreconditionFailed, ResourceMissing, StorageError
 from shared.core.identity import Caller
+from shared.intake import quota_gate
 from shared.ops import notices
 from shared.ops.status import FINAL, batch_status, crossed_tolerance, failed_items
 from shared.services import Services
@@ -121,6 +122,7 @@ async def _finalized(
     if status["status"] not in FINAL or manifest.final_status is not None:
         return None
     await notices.batch_final(services, manifest, status)  # none unless it named a callback
+    await quota_gate.release(services, manifest)  # before the stamp: a crash between the two releases it again
     stamped = replace(manifest, final_status=status["status"], finished_at=datetime.now(timezone.utc).isoformat())
     try:
         await write_json(

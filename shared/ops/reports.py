@@ -9,6 +9,8 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
+from azure.storage.blob.aio import ContainerClient
+
 from shared.batch.batches import Manifest, is_batch_id
 from shared.batch.results import ResultEntry
 from shared.core import layout
@@ -22,7 +24,7 @@ from shared.ops.lifecycle import no_batch, visible
 from shared.ops.progress import batch_progress
 from shared.ops.status import batch_status
 from shared.services import Services
-from shared.store import batch_index
+from shared.store import batch_index, quotas
 from shared.store.fallback_state import to_view
 from shared.store.leases import queue_leases
 from shared.store.result_store import list_entries
@@ -115,6 +117,7 @@ async def read_queue_status(services: Services) -> dict[str, Any]:
         "trigger_queue": settings.trigger_queue,
         "partitions": partitions,
         "tenants": [{"tenant": t, "depth": n} for t, n in sorted(tenants.items())],
+        "quotas": await quota_use(services, state),
         "storage_transactions": {
             "since": STARTED_AT,
             "total": sum(totals.values()),
@@ -123,6 +126,19 @@ async def read_queue_status(services: Services) -> dict[str, Any]:
             **costs.comparison(totals, reads, ACTIVITY.view()["total"]),
         },
     }
+
+
+async def quota_use(services: Services, state: ContainerClient) -> dict[str, Any]:
+    """Each tenant's quota use (one listing, when a quota is set) beside the limits."""
+    settings = services.settings
+    limits = {
+        "max_pending_items": settings.tenant_max_pending_items,
+        "max_submits_per_min": settings.tenant_max_submits_per_min,
+    }
+    minute = int(time.time() // 60)
+    found = await quotas.every_use(state) if any(limits.values()) else []
+    use = [u | {"submits_this_minute": u["submits"] if u["minute"] == minute else 0} for u in found]
+    return {"limits": limits, "tenants": [{k: v for k, v in u.items() if k not in ("minute", "submits")} for u in use]}
 
 
 async def read_batch_page(

@@ -116,9 +116,45 @@
     return typeof ms === "number" && ms > 0 ? "in " + duration(ms) : "due now";
   }
 
+  function renderTenants(view) {
+    const depths = new Map((Array.isArray(view.tenants) ? view.tenants : []).map((t) => [t.tenant, t.depth]));
+    const quotas = view.quotas || {};
+    const limits = quotas.limits || {};
+    const use = new Map((Array.isArray(quotas.tenants) ? quotas.tenants : []).map((u) => [u.tenant, u]));
+    const names = [...new Set([...depths.keys(), ...use.keys()])].sort();
+    if (!names.length) return null;
+    const of = (n, most) => count(n || 0) + (most ? " of " + count(most) : "");
+    const head = ["Tenant", "Depth", "Pending items", "Submits this minute"];
+    return el(
+      "table",
+      { class: "cards tenants" },
+      el("caption", { class: "note", text: "Each tenant's lanes and its use of its quotas (of: the limit; none shown when unset)." }),
+      el("thead", {}, el("tr", {}, head.map((h, i) => el("th", { scope: "col", class: i ? "num" : null, text: h })))),
+      el(
+        "tbody",
+        {},
+        names.map((name) => {
+          const mine = use.get(name) || {};
+          return el(
+            "tr",
+            {},
+            cell(head[0], el("code", { text: name })),
+            cell(head[1], count(depths.get(name) || 0), "num"),
+            cell(head[2], of(mine.pending_items, limits.max_pending_items), "num"),
+            cell(head[3], of(mine.submits_this_minute, limits.max_submits_per_min), "num"),
+          );
+        }),
+      ),
+    );
+  }
+
   function renderQueues(view) {
     const partitions = Array.isArray(view.partitions) ? view.partitions : [];
     if (!partitions.length) return el("p", { class: "empty", text: "No work queues." });
+    return el("div", {}, renderPartitions(partitions), renderTenants(view));
+  }
+
+  function renderPartitions(partitions) {
     const head = ["Queue", "Depth", "Poison", "Active drainers", "Fallback back-off", "Next look"];
     const numeric = new Set([1, 2, 3]);
     return el(

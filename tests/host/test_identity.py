@@ -8,6 +8,7 @@ Another tenant's batch answers exactly what an unknown id answers.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import subprocess
@@ -22,6 +23,7 @@ from queue_drain_client.notices import InvalidNotice, notice_key, verify
 
 from devstack.host import ROOT
 from devstack.procs import free_port
+from shared.batch.batches import new_batch_id
 from tests.conftest import Azurite, Names
 from tests.fixtures_servicebus import ServiceBus
 from tests.host.conftest import HostLauncher, RunningHost, wait_until
@@ -67,22 +69,32 @@ def forged_principal(tenant: str, *roles: str) -> str:
     return base64.b64encode(json.dumps(doc).encode()).decode()
 
 
-@pytest.fixture
-def identity_host(
-    tmp_path: Path, azurite_service: Azurite, servicebus_service: ServiceBus, names: Names
+def identity_stack(
+    tmp_path: Path, azurite: Azurite, servicebus: ServiceBus, names: Names, **settings: str
 ) -> Iterator[RunningHost]:
-    env = app_settings(azurite_service, servicebus_service, names, "identity") | {
-        "TENANT_FROM": "principal",
-        "CALLBACK_ALLOWED_HOSTS": f"http://127.0.0.1:{RECEIVER_PORT}",
-        "CALLBACK_ALLOW_HTTP_LOOPBACK": "true",
-        "CALLBACK_SECRET": MASTER,
-        "CALLBACK_SECRET_PREVIOUS": PREVIOUS,  # a rotation is under way
-    }
+    """The real app in the local host with TENANT_FROM=principal and `settings`, stopped after the test."""
+    env = app_settings(azurite, servicebus, names, "identity") | {"TENANT_FROM": "principal", **settings}
     launcher = HostLauncher(tmp_path)
     try:
         yield launcher.start(ROOT, env=env)
     finally:
         launcher.stop_all()
+
+
+@pytest.fixture
+def identity_host(
+    tmp_path: Path, azurite_service: Azurite, servicebus_service: ServiceBus, names: Names
+) -> Iterator[RunningHost]:
+    yield from identity_stack(
+        tmp_path,
+        azurite_service,
+        servicebus_service,
+        names,
+        CALLBACK_ALLOWED_HOSTS=f"http://127.0.0.1:{RECEIVER_PORT}",
+        CALLBACK_ALLOW_HTTP_LOOPBACK="true",
+        CALLBACK_SECRET=MASTER,
+        CALLBACK_SECRET_PREVIOUS=PREVIOUS,  # a rotation is under way
+    )
 
 
 class Callers:
@@ -274,3 +286,62 @@ async def test_a_tenants_notice_is_signed_with_its_own_key_under_both_masters_wh
         for other in (notice_key(master, "beta"), master):
             with pytest.raises(InvalidNotice):
                 verify(other, got.body, got.headers)
+
+
+@pytest.fixture
+def quota_host(
+    tmp_path: Path, azurite_service: Azurite, servicebus_service: ServiceBus, names: Names
+) -> Iterator[RunningHost]:
+    yield from identity_stack(tmp_path, azurite_service, servicebus_service, names, TENANT_MAX_PENDING_ITEMS="5")
+
+
+async def test_a_tenant_past_its_pending_quota_gets_a_429_naming_it_while_another_tenants_submit_is_accepted(
+    quota_host: RunningHost,
+) -> None:
+    who = Callers()
+    three = b'{"a":1}\n{"a":2}\n{"a":3}\n'
+    scheduled = {"not_before": SCHEDULED}
+
+    async def post(headers: dict[str, str], data: bytes, key: str, **params: str) -> tuple[int, Any, str]:
+        headers = headers | {"Content-Type": "application/x-ndjson", "Idempotency-Key": key}
+        async with session.post("/api/batches", data=data, headers=headers, params=params) as response:
+            return response.status, await response.json(), response.headers.get("Retry-After", "")
+
+    async def use_of(tenant: str) -> dict[str, Any]:
+        status, raw = await call(session, "GET", "/api/queues", who.operator)
+        assert status == 200, raw
+        quotas = json.loads(raw)["quotas"]
+        assert quotas["limits"] == {"max_pending_items": 5, "max_submits_per_min": 0}
+        return next((u for u in quotas["tenants"] if u["tenant"] == tenant), {"pending_items": 0})
+
+    async with aiohttp.ClientSession(base_url=quota_host.base_url) as session:
+        assert (await post(who.alpha, three, "a-1", **scheduled))[0] == 202
+        status, refusal, retry_after = await post(who.alpha, three, "a-2", **scheduled)
+        assert status == 429, refusal
+        assert refusal["error"]["code"] == "quota_exceeded"
+        assert refusal["error"]["limit"] == "TENANT_MAX_PENDING_ITEMS"
+        assert (refusal["error"]["maximum"], refusal["error"]["pending_items"]) == (5, 3)
+        assert int(retry_after) > 0
+        # Nothing of the refused submit was kept: its id (derived from tenant and key) is unknown.
+        refused_id = new_batch_id("a-2", "alpha")
+        assert (await call(session, "GET", f"/api/batches/{refused_id}", who.operator))[0] == 404
+
+        # Another tenant is not held back by alpha's use.
+        assert (await post(who.beta, three, "b-1", **scheduled))[0] == 202
+        # A batch larger than the quota itself can never pass: a 413, not a 429 to retry.
+        status, too_big, _ = await post(who.beta, b'{"a":1}\n' * 6, "b-2")
+        assert status == 413, too_big
+        assert too_big["error"]["limit"] == "TENANT_MAX_PENDING_ITEMS"
+
+        # The operator's view shows each tenant's use; a batch that ends no longer counts.
+        assert (await use_of("alpha"))["pending_items"] == 3
+        assert (await use_of("beta"))["pending_items"] == 3
+        status, two_more, _ = await post(who.beta, b'{"a":1}\n{"a":2}\n', "b-3")  # not scheduled: it drains
+        assert status == 202, two_more
+        assert (await use_of("beta"))["pending_items"] == 5
+        deadline = asyncio.get_running_loop().time() + 60
+        while (await use_of("beta"))["pending_items"] != 3:
+            assert asyncio.get_running_loop().time() < deadline, "beta's finished batch still counts after 60 s"
+            await asyncio.sleep(0.3)
+        status, raw = await call(session, "GET", f"/api/batches/{two_more['batch_id']}", who.beta)
+        assert json.loads(raw)["status"].startswith("completed"), raw
