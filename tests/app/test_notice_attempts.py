@@ -81,9 +81,9 @@ async def test_a_last_attempt_killed_mid_post_comes_back_after_the_deadline_and_
     configure, app_functions, receiver, monkeypatch
 ):
     services, batch_id = await final_batch(configure, app_functions, receiver, CALLBACK_TIMEOUT_S="1")
-    # A 3 s window and the default 30 s retry base: the first attempt is the last; its claim holds ~5 s.
-    monkeypatch.setattr(notices, "CLAIM_MARGIN_S", 4.0)
-    services = with_settings(services, callback_window_s=3, publish_timeout_s=0.1)
+    # A 5 s window and the default 30 s retry base: the first attempt is the last; its claim holds ~7 s.
+    monkeypatch.setattr(notices, "CLAIM_MARGIN_S", 6.0)
+    services = with_settings(services, callback_window_s=5, publish_timeout_s=0.1)
     await store_notice(services, batch_id)
     stored, _ = await notices.read(services, batch_id)
     attempt = asyncio.create_task(notices.step(services, batch_id))
