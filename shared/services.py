@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from shared.batch.lifecycle import ENDED_CHECK_S
-from shared.batch.verdicts import CommittedAttempts, EndedBatches
+from shared.batch.verdicts import CommittedAttempts, DrainedBatches, EndedBatches
 from shared.bus.deferrals import DeferredTriggers
 from shared.bus.publisher import Publisher
 from shared.core.settings import Settings
@@ -39,6 +39,9 @@ class Services:
     # partition -> when (wall clock, ms) the last look of a drainer here that found it without visible work began:
     # a doorbell whose work was ready well before that is covered (shared.engine.serve); one key per partition
     looked: dict[str, int] = field(default_factory=dict)
+    # the batches whose lane's mark such a look listed before it found nothing visible: their doorbells are covered
+    # whatever the clocks say (shared.engine.serve); bounded in size
+    drained: DrainedBatches = field(default_factory=DrainedBatches)
     # batch id -> committed attempt, for batches whose manifest was read as accepted; bounded in size and age.
     committed: CommittedAttempts = field(default_factory=CommittedAttempts)
     # batches ended early (cancelled, or failed past their tolerance), listed at most every ENDED_CHECK_S

@@ -102,3 +102,28 @@ class EndedBatches:
 
     def __contains__(self, batch_id: object) -> bool:
         return batch_id in self._ids or batch_id in self._mine
+
+
+class DrainedBatches:
+    """The (partition, batch id, attempt) of the batches whose lane's mark a drainer's closing look listed
+    before it found nothing visible in the partition: their chunks had been stored before that listing, so
+    whatever of them is not done is held by a drainer, or hidden with its own wake-up (a retry, a put-back).
+    A doorbell of one of them finds nothing to do (`shared.engine.serve`). Bounded: the oldest go first."""
+
+    def __init__(self, *, max_entries: int = MAX_ENTRIES) -> None:
+        self.max_entries = max_entries
+        self._seen: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+
+    def saw(self, partition: str, committed: list[tuple[str, str]]) -> None:
+        for batch_id, attempt in committed:
+            key = (partition, batch_id, attempt)
+            self._seen.pop(key, None)
+            self._seen[key] = None
+        while len(self._seen) > self.max_entries:
+            self._seen.popitem(last=False)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._seen
+
+    def __len__(self) -> int:
+        return len(self._seen)

@@ -1,7 +1,8 @@
 """Trigger events: the Service Bus doorbell that says which storage queue has work (pure).
 
 Service Bus only rings; the work itself lives in the storage queue. Body (JSON):
-    {"account", "queue", "reason", "payload_size", "batch_id"?, "slot"?, "job"?, "token"?}
+    {"account", "queue", "reason", "payload_size", "batch_id"?, "slot"?, "job"?, "token"?, "ready_ms"?, "attempt"?,
+     "scheduled"?}
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ class TriggerEvent:
     # a doorbell's: the attempt its submit committed and indexed, so the drainer it reaches admits the batch's
     # chunks with no manifest read (a lane's mark names only the latest batch; overlapping submits hide the others)
     attempt: str | None = None
+    # a doorbell's: rung for a batch's not_before, its chunks hidden until `ready_ms` (a look that saw its lane's
+    # mark before then does not cover it: shared.engine.serve)
+    scheduled: bool = False
 
     def encode(self) -> bytes:
         body: dict[str, Any] = {
@@ -67,6 +71,8 @@ class TriggerEvent:
             body["ready_ms"] = self.ready_ms
         if self.attempt is not None:
             body["attempt"] = self.attempt
+        if self.scheduled:
+            body["scheduled"] = True
         return json.dumps(body, separators=(",", ":")).encode("utf-8")
 
     @classmethod
@@ -90,6 +96,7 @@ class TriggerEvent:
             token=_optional_text(doc, "token"),
             ready_ms=_count(doc, "ready_ms") if "ready_ms" in doc else None,
             attempt=_attempt(doc),
+            scheduled=_flag(doc, "scheduled"),
         )
 
 
@@ -111,6 +118,13 @@ def _attempt(doc: dict[str, Any]) -> str | None:
     if attempt is not None and doc.get("batch_id") is None:
         raise MalformedEvent("event field 'attempt' names the attempt of a batch: 'batch_id' must be given too")
     return attempt
+
+
+def _flag(doc: dict[str, Any], key: str) -> bool:
+    value = doc.get(key, False)
+    if not isinstance(value, bool):
+        raise MalformedEvent(f"event field {key!r} must be true or false")
+    return value
 
 
 def _queue(doc: dict[str, Any]) -> str:

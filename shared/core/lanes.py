@@ -244,6 +244,10 @@ class LaneOrder:
         """Lanes that may hold work: all but those the quiet record holds at their current mark."""
         return sorted(n for n, s in self.lanes.items() if quiet.get(n) != (s.stamp or ""))
 
+    def committed(self) -> list[tuple[str, str]]:
+        """The (batch id, attempt) each lane's mark, as last listed, says its submit committed."""
+        return [c[:2] for s in self.lanes.values() if (c := committed_in(s.stamp)) is not None]
+
 
 def mark_text(epoch_ms: int, nonce: str, committed: tuple[str, str] | None = None, *, storing: bool = False) -> str:
     """A lane's mark: when (for a submit's, the batch's acceptance) and by which writer, and the batch and attempt

@@ -58,8 +58,15 @@ def learn_committed(services: Services, event: TriggerEvent) -> None:
 
 
 def covered(services: Services, event: TriggerEvent) -> bool:
-    """A submit's doorbell whose work was ready (`ready_ms`) more than COVER_SKEW_MS before a look of this
-    process's drainers that found the partition without visible work began (`Services.looked`)."""
+    """A submit's doorbell whose work a closing look of this process's drainers (one that found the partition
+    without visible work) already covered: the look listed the mark its submit left on its lane after storing
+    it (`Services.drained`: no clock is compared, so a flood's doorbells queued behind the drain that took their
+    work end at once, however soon after it they come), or the work was ready (`ready_ms`) more than
+    COVER_SKEW_MS before the look began (`Services.looked`). A doorbell rung for a not_before is covered only
+    by the second: its chunks were hidden when the look listed its mark."""
     if event.reason is not Reason.SUBMITTED or event.ready_ms is None:
         return False
+    listed = event.batch_id is not None and (event.queue, event.batch_id, event.attempt) in services.drained
+    if listed and not event.scheduled:
+        return True
     return event.ready_ms + COVER_SKEW_MS < services.looked.get(event.queue, 0)

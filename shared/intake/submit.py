@@ -13,7 +13,6 @@ import asyncio
 import functools
 import logging
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -34,18 +33,17 @@ from shared.core.errors import (
     StorageUnavailable,
     SubmitBusy,
     SubmitRefused,
-    TriggerUnavailable,
 )
-from shared.core.events import Reason, TriggerEvent
 from shared.core.lanes import DEFAULT_TENANT, Lane
 from shared.intake import quota_gate
 from shared.intake.body import Intake, Limits, decode_body, possible_size
+from shared.intake.doorbells import not_yet
+from shared.intake.doorbells import ring as ring  # called by this name here (the simulation swaps it)
 from shared.intake.lane_marks import check_tenant_room, mark_lanes, premark_lanes
 from shared.services import Services
 from shared.store import batch_index
 from shared.store.storage import NEVER_EXPIRES, read_json, translated, write_bytes, write_json
 from shared.telemetry import tracing
-from shared.watch import lookout
 
 log = logging.getLogger(__name__)
 
@@ -357,51 +355,3 @@ async def abandon(container: ContainerClient, manifest: Manifest, etag: str) -> 
         log.warning("batch %s: could not mark the failed submit abandoned (%s)", manifest.batch_id, e)
         return
     log.warning("batch %s: submit failed; marked abandoned, its stored chunks will be discarded", manifest.batch_id)
-
-
-async def ring(
-    services: Services, manifest: Manifest, payload_size: int, at: datetime | None = None, *, committed: bool = False
-) -> str:
-    """One `submitted` event per queue the batch went to; 'deferred' if Service Bus is unreachable. A batch
-    with a not_before (`at`) has its doorbells and its queues' first looks scheduled for then: no poller
-    waits for it meanwhile. `committed`: the batch is committed and indexed, so each event names its attempt
-    (a hint its drainer admits the batch by with no manifest read, as by a lane's mark)."""
-    # Its chunks are stored (and, with a not_before, visible from `at`): a drainer's look begun after that sees them.
-    ready_ms = math.ceil(max(time.time(), at.timestamp() if at is not None else 0.0) * 1000)
-    account, batch_id = services.settings.account_name, manifest.batch_id
-    attempt = manifest.attempt if committed else None
-    events = [
-        TriggerEvent(account, queue, Reason.SUBMITTED, payload_size, batch_id, ready_ms=ready_ms, attempt=attempt)
-        for queue in manifest.queues
-    ]
-    for n, event in enumerate(events):
-        try:
-            await services.publisher.publish(event, at=at)
-        except TriggerUnavailable as e:
-            log.warning(
-                "batch %s accepted without a trigger (this process tries the trigger again; the fallback covers "
-                "it if this process dies first): %s", manifest.batch_id, e,
-            )  # fmt: skip
-            await defer(services, events[n:], at)
-            return "deferred"
-        await lookout.watch(services, event, at=at)
-    return "published"
-
-
-def not_yet(not_before: str | None) -> datetime | None:
-    """A manifest's not_before while it is still ahead: when its doorbells ring."""
-    when = datetime.fromisoformat(not_before) if not_before is not None else None
-    return when if when is not None and when > datetime.now(timezone.utc) else None
-
-
-async def defer(services: Services, events: Sequence[TriggerEvent], at: datetime | None = None) -> None:
-    """The doorbells that could not ring: this process tries them (and the look chains) again, scheduled for `at`
-    (a batch's not_before) if it is given, and the fallback timer looks at their queues at its next tick (its
-    back-off back at the floor) if this process dies first."""
-    now_ms = int(time.time() * 1000)
-    for event in events:
-        services.deferred.add(event, at=at)
-        try:
-            await services.backoff.save(event.queue, services.backoff.policy.initial(now_ms))
-        except StorageError as e:
-            log.warning("could not reset the fallback's back-off for %s: %s", event.queue, e)
