@@ -18,8 +18,9 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
-from shared import api
+from shared import api, runtime
 from shared.api import ApiResponse
+from shared.core.settings import Settings
 from shared.ops.status import FINAL
 from shared.services import Services
 from sim.host import INSTANCE, Instance
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 
 ANSWER_WAIT_S = 60.0  # a client gives up on a request after this long and may try again
 CALLBACK_HOST = "receiver.sim"  # CALLBACK_ALLOWED_HOSTS names it (`sim.families`)
-SERVICES = "services"  # patched by name: mypy holds a module's attributes as fixed
+SERVICES, LOAD_SETTINGS = "services", "load_settings"  # patched by name: mypy holds module attributes as fixed
 
 
 def instance_services() -> Services:
@@ -42,15 +43,22 @@ def instance_services() -> Services:
     return instance.services
 
 
+def instance_settings() -> Settings:
+    return instance_services().settings
+
+
 @contextmanager
 def routed() -> Iterator[None]:
-    """For one run: `shared.api.services()` is the calling instance's."""
-    saved = getattr(api, SERVICES)
+    """For one run: `shared.api.services()` is the calling instance's, and so are the settings a request reads
+    (`shared.runtime.load_settings`: who the caller is, `shared.access`)."""
+    saved = getattr(api, SERVICES), getattr(runtime, LOAD_SETTINGS)
     setattr(api, SERVICES, instance_services)
+    setattr(runtime, LOAD_SETTINGS, instance_settings)
     try:
         yield
     finally:
-        setattr(api, SERVICES, saved)
+        setattr(api, SERVICES, saved[0])
+        setattr(runtime, LOAD_SETTINGS, saved[1])
 
 
 async def on_instance(world: World, name: str, call: Callable[[], Awaitable[ApiResponse]],
@@ -75,11 +83,14 @@ async def on_instance(world: World, name: str, call: Callable[[], Awaitable[ApiR
 
     task = instance.spawn(run(), name)
     try:
-        return instance, await asyncio.wait_for(asyncio.shield(done), ANSWER_WAIT_S)
+        response = await asyncio.wait_for(asyncio.shield(done), ANSWER_WAIT_S)
     except (TimeoutError, asyncio.CancelledError):
         task.cancel()
         world.note(f"{name} on {instance.name}: no answer")
         return None
+    if response.status == 500:  # an exception the API's error mapping did not expect
+        world.violate(f"{name} on {instance.name} answered 500: {dict(response.body)}")
+    return instance, response
 
 
 def submit_request(sub: Submit) -> tuple[bytes, dict[str, str], dict[str, str]]:

@@ -121,6 +121,11 @@ def lifecycle(scenario: Scenario, rng: random.Random, instances: int) -> None:
 
 
 def idle(scenario: Scenario, rng: random.Random, instances: int) -> None:
+    # The look chain's own back-off and an hourly timer, as a deployment runs idle (the defaults back off to 30
+    # minutes; the timer's default is 6-hourly, longer than these stretches).
+    for name in ("BACKOFF_FLOOR_MS", "BACKOFF_CEILING_MS"):
+        del scenario.settings[name]
+    scenario.timer_s = 3600.0
     tenants = [f"t{n}" for n in range(rng.randint(5, 40))]
     first = submits(rng, scenario.seed, instances, rng.randint(3, 12), at=(0.0, 20.0), tenants=tenants,
                     modes=("ok",), lifecycle=False)  # fmt: skip

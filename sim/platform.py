@@ -1,6 +1,6 @@
 """What the platform does in the simulated world besides delivering trigger events (`sim.host`): the timer
-function (everything `function_app.fallback_poll` runs: the fallback poll, then the completion notices'
-sweep), the host's lock renewals failing for spans, the clients of `sim.callers` the scenario asks for, and,
+function (everything `function_app.fallback_poll` runs: the fallback poll, then `shared.ops.notice_sweep`),
+the host's lock renewals failing for spans, the clients of `sim.callers` the scenario asks for, and,
 after a run, which features (doors) it reached.
 
 Records the world keeps for the invariants (`sim.world.World`): `calls` (`sim.host.Call`, every handler call,
@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from shared.ops import lifecycle, notices, reports
+from shared.ops import lifecycle, notice_sweep, reports
 from shared.services import Services
 from shared.watch import fallback
 from sim import callers
@@ -82,7 +82,7 @@ async def tick(world: World, instance: Instance, services: Services) -> None:
     async def body() -> None:
         outcomes = await fallback.poll(services)
         world.note(f"{instance.name} timer: {[o.action for o in outcomes]}")
-        swept = await notices.sweep(services)
+        swept = await notice_sweep.sweep(services)
         if swept:
             world.note(f"{instance.name} timer: {swept} overdue notice(s) published again")
 

@@ -309,7 +309,9 @@ class World:
         end = self.scenario.fault_end_s
         while self.loop.time() < end or self.work_left():
             if self.loop.time() > end + SETTLE_S:
-                self.violate(f"{self.work_left()} chunk message(s) still queued {SETTLE_S:.0f} s after the last fault")
+                self.violate(
+                    f"{self.work_left()} chunk message(s) or notice(s) pending {SETTLE_S:.0f} s after the last fault"
+                )
                 break
             await asyncio.sleep(5.0 if self.scenario.family in BASIC or self.work_left() else 60.0)
         self.note("quiet: checking the outcome through the status route and the batch list")
