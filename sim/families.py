@@ -93,6 +93,7 @@ def sync_handler(scenario: Scenario, rng: random.Random, share: float) -> None:
         scenario.handler = "sync"
         scenario.threads = rng.choice([1, 2, 4])
         scenario.handler_s = rng.choice([(0.001, 0.2), (0.5, 2.0), (2.0, 6.0)])
+        scenario.thread_start_s = rng.choice([(0.0, 0.002), (0.0, 0.5), (0.0, 3.0)])
 
 
 def spans(rng: random.Random, kinds: tuple[str, ...], n: int, within_s: float, longest_s: float) -> list[Span]:

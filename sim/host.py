@@ -142,18 +142,18 @@ class SimHandler:
 
 
 class SimSyncHandler(SimHandler):
-    """A plain-function handler: the engine runs it with `asyncio.to_thread`, which the world hands to the
-    instance's `ThreadPool`. The call decides at once; the pool then holds its thread for the call's duration
-    (`busy_s`) and ends it (`end`)."""
+    """A plain-function handler, run on a thread (`ThreadPool`). The call decides at once and leaves its
+    duration to the thread (`ThreadPool.pending`), which holds for that long and then ends the call (`end`)."""
 
     def __call__(self, items: Sequence[Any], context: ChunkContext, /) -> ChunkResult:  # type: ignore[override]
         world = self.world
-        self.call = self.start(context, "sync", self.instance.pool.asked_s)
+        call = self.start(context, "sync", self.instance.pool.asked_s)
         world.features.add("sync")
-        self.busy_s = world.rng.uniform(*world.scenario.handler_s)
+        busy_s = world.rng.uniform(*world.scenario.handler_s)
         if self.hangs(context):
-            self.busy_s += FUNCTION_TIMEOUT_S * 2
-        return decide(world, items, self.call)
+            busy_s += FUNCTION_TIMEOUT_S * 2
+        self.instance.pool.pending = (self, call, busy_s)
+        return decide(world, items, call)
 
     def end(self, call: Call) -> None:
         call.ended_s = self.world.loop.time()
@@ -161,38 +161,59 @@ class SimSyncHandler(SimHandler):
 
 
 class ThreadPool:
-    """The host's thread pool as a sync handler meets it: `threads` threads per process on the virtual clock. A
-    call waits for a free thread (the wait shows as `Call.started_s - Call.asked_s`), holds it for its duration,
-    and runs on if the task that awaited it is cancelled (a thread cannot be); only its process's death ends it."""
+    """The threads of one host process on the virtual clock. `start`: a thread of its own for a call (the app's
+    `shared.engine.sync_calls`), begun after a start latency (`Scenario.thread_start_s`: a busy machine starts
+    threads late). `run`: one of `threads` shared threads (the default executor `asyncio.to_thread` uses), a call
+    waiting for a free one. Either way a sync handler's call holds its thread for the call's duration and runs on
+    if the task that awaited it is cancelled (a thread cannot be); only its process's death ends it. The wait
+    shows as `Call.started_s - Call.asked_s`."""
 
     def __init__(self, instance: Instance, threads: int) -> None:
         self.instance = instance
         self.threads = asyncio.Semaphore(threads)
         self.asked_s = 0.0
+        self.pending: tuple[SimSyncHandler, Call, float] | None = None  # the call a thread's function just made
 
-    def run(self, func: Callable[[], Any], handler: SimSyncHandler) -> asyncio.Future[Any]:
+    def start(self, func: Callable[[], Any]) -> asyncio.Future[Any]:
+        return self._spawn(func, shared=False)
+
+    def run(self, func: Callable[[], Any]) -> asyncio.Future[Any]:
+        return self._spawn(func, shared=True)
+
+    def _spawn(self, func: Callable[[], Any], *, shared: bool) -> asyncio.Future[Any]:
         world = self.instance.world
         future: asyncio.Future[Any] = world.loop.create_future()
-        self.instance.spawn(self._run(func, handler, future, world.loop.time()), "thread")
+        self.instance.spawn(self._thread(func, future, world.loop.time(), shared), "thread")
         return future
 
-    async def _run(self, func: Callable[[], Any], handler: SimSyncHandler, future: asyncio.Future[Any],
-                   asked_s: float) -> None:  # fmt: skip
-        async with self.threads:
-            self.asked_s = asked_s
+    async def _thread(self, func: Callable[[], Any], future: asyncio.Future[Any], asked_s: float,
+                      shared: bool) -> None:  # fmt: skip
+        world = self.instance.world
+        if shared:
+            await self.threads.acquire()
+        else:
+            low, high = world.scenario.thread_start_s
+            await asyncio.sleep(world.rng.uniform(low, high))
+        try:
+            self.asked_s, self.pending = asked_s, None
             try:
                 result = func()
             except BaseException as e:  # delivered to the awaiting task, as the executor would
                 if not future.done():
                     future.set_exception(e)
                 return
-            call, busy_s = handler.call, handler.busy_s  # this call's own, before another thread's call
-            try:
-                await asyncio.sleep(busy_s)
-            finally:
-                handler.end(call)
+            made, self.pending = self.pending, None  # this thread's own call, before another thread's
+            if made is not None:
+                handler, call, busy_s = made
+                try:
+                    await asyncio.sleep(busy_s)
+                finally:
+                    handler.end(call)
             if not future.done():
                 future.set_result(result)
+        finally:
+            if shared:
+                self.threads.release()
 
 
 class Instance:

@@ -64,7 +64,9 @@ class SimLoop(asyncio.SelectorEventLoop):
         self._clock_resolution = 1e-6
         # The world's thread pool (`sim.host.ThreadPool`): given a function the app hands to a thread, the future
         # of its run there, or None to run it inline (anything but the user's sync handler).
-        self.offload: Callable[[Callable[..., Any]], asyncio.Future[Any] | None] = lambda func: None
+        self.offload: Callable[[Executor | None, Callable[..., Any]], asyncio.Future[Any] | None] = (
+            lambda executor, func: None
+        )
 
     def time(self) -> float:
         return self._now
@@ -96,7 +98,7 @@ class SimLoop(asyncio.SelectorEventLoop):
     ) -> asyncio.Future[T]:
         """Run `func` inline (threads would make the schedule depend on the machine) and return its outcome, or
         hand it to the world's thread pool (`offload`)."""
-        pooled = self.offload(partial(func, *args) if args else func)
+        pooled = self.offload(executor, partial(func, *args) if args else func)
         if pooled is not None:
             return pooled
         future: asyncio.Future[T] = self.create_future()

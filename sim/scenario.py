@@ -90,7 +90,8 @@ class Scenario:
     # The doors of `sim.families` (new families only; the first six draw none of these).
     handler: str = "async"  # "sync": a plain function, run in the instance's bounded thread pool
     handler_s: tuple[float, float] = (0.001, 0.2)  # how long a handler call takes
-    threads: int = 4  # the sync handler's thread pool per instance
+    threads: int = 4  # the default executor's threads per instance (`asyncio.to_thread`)
+    thread_start_s: tuple[float, float] = (0.0, 0.002)  # how late a thread of its own begins (a busy machine)
     receiver: list[Span] = field(default_factory=list)  # "down", "slow", "failing", "duplicating"
     api_cancels: list[tuple[float, str]] = field(default_factory=list)  # (when, which submit's label)
     polls: list[tuple[str, float, int]] = field(default_factory=list)  # (label, every s, how many times)
@@ -242,7 +243,8 @@ class Scenario:
         if self.family in BASIC:
             return out
         low, high = self.handler_s
-        out.append(f"  handler {self.handler} ({self.threads} threads a host), {low:.3f}-{high:.3f} s a call; "
+        out.append(f"  handler {self.handler} ({self.threads} shared threads a host, a thread starts within "
+                   f"{self.thread_start_s[1]:.3f} s), {low:.3f}-{high:.3f} s a call; "
                    f"settlement fails {self.settle_fail:.0%}")  # fmt: skip
         for s in self.submits:
             extra = [f"{k}={v}" for k, v in s.options] + ["callback"] * s.callback

@@ -18,6 +18,7 @@ import contextvars
 import logging
 import random
 from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -244,13 +245,17 @@ class World:
                 f"{event.reason.value} session on {instance.name} took {took_s:.0f} s (budget + margin {bound:.0f} s)"
             )
 
-    def offload(self, func: Callable[..., Any]) -> asyncio.Future[Any] | None:
-        """A function the app hands to a thread: the user's sync handler runs in its instance's thread pool."""
-        handler = func.args[0] if isinstance(func, partial) and func.args else None  # to_thread's (ctx.run, f, ...)
+    def offload(self, executor: Executor | None, func: Callable[..., Any]) -> asyncio.Future[Any] | None:
+        """A function the app hands to a thread: on an executor of its own (`shared.engine.sync_calls`: a thread
+        per call), a thread that starts after a latency; the user's sync handler sent to the default executor
+        (`asyncio.to_thread`), one of its instance's bounded threads; anything else inline."""
         instance = INSTANCE.get()
-        if isinstance(handler, SimSyncHandler) and instance is not None:
-            return instance.pool.run(func, handler)
-        return None
+        if instance is None:
+            return None
+        if executor is not None:
+            return instance.pool.start(func)
+        handler = func.args[0] if isinstance(func, partial) and func.args else None  # to_thread's (ctx.run, f, ...)
+        return instance.pool.run(func) if isinstance(handler, SimSyncHandler) else None
 
     def settle(self, instance: Instance, delivery: Any, count: int) -> None:
         """Complete a trigger message after its function returned; the complete may fail (a fault of the scenario,
