@@ -285,7 +285,10 @@ def markdown(rows: list[dict[str, Any]], assume: Assumptions = Assumptions()) ->
         cells = [r["storage"], r["service_bus"], r["execution"], r["always_ready"], r["log_analytics"], r["total"]]
         lines.append(f"| {r['volume']} | {r['system']} | " + " | ".join(money(c) for c in cells) + " |")
     prices = ["| price | USD | per | source | as of |", "|---|---|---|---|---|"]
-    prices += [f"| {k} | {v.usd:.6f}".rstrip("0") + f" | {v.per} | {v.source} | {v.as_of} |" for k, v in PRICES.items()]
+    prices += [
+        f"| {k} | {f'{v.usd:.6f}'.rstrip('0').rstrip('.')} | {v.per} | {v.source} | {v.as_of} |"
+        for k, v in PRICES.items()
+    ]
     categories = ["| operation | billed as |", "|---|---|"]
     categories += [f"| `{op}` | {cat} |" for op, cat in CATEGORY.items()]
     categories += ["| `blob.LeaseBlob.*` | blob_other |", "| `queue.*` | queue |"]
