@@ -98,16 +98,13 @@ async def replay_status(req: func.HttpRequest) -> func.HttpResponse:
     return http_response(await api.replay_status(req.route_params.get("job_id", ""), headers_of(req)))
 
 
-@app.function_name("probe_start")
-@app.route(route="probes", methods=["POST"])
-async def probe_start(req: func.HttpRequest) -> func.HttpResponse:
-    return http_response(await api.probe_start())
-
-
-@app.function_name("probe_status")
-@app.route(route="probes/{probe_id}", methods=["GET"])
-async def probe_status(req: func.HttpRequest) -> func.HttpResponse:
-    return http_response(await api.probe_status(req.route_params.get("probe_id", "")))
+@app.function_name("probe")
+@app.route(route="probes", methods=["POST", "GET"])
+async def probe(req: func.HttpRequest) -> func.HttpResponse:
+    # One function for both methods: each HTTP function's keys cost reads at every Flex start (bench.idle_sources).
+    if req.method == "POST":
+        return http_response(await api.probe_start())
+    return http_response(await api.probe_status(req.params.get("id", "")))
 
 
 @app.function_name("dashboard")

@@ -2,7 +2,7 @@
 
 `POST /api/probes` sends a `probe` trigger event to Service Bus (the HTTP function's identity sends); the
 Service Bus-triggered `drain` function receives it and writes `probes/<id>.json` in the state container (the
-trigger fires, the drain function's identity writes to storage); `GET /api/probes/<id>` reads that record back,
+trigger fires, the drain function's identity writes to storage); `GET /api/probes?id=<id>` reads that record back,
 with the work queue's depth (queue read rights). The smoke test after each deploy follows a probe instead of a
 batch, so a custom handler that would refuse a made-up item never fails a deploy, and nothing of the user's
 data is touched.
@@ -46,7 +46,7 @@ async def start(services: Services) -> dict[str, Any]:
     except TriggerUnavailable as e:
         raise ProbeNotSent(f"the probe could not be sent to Service Bus: {e}") from e
     log.info("probe %s sent", probe_id)
-    return {"probe_id": probe_id, "status": "sent", "status_url": f"/api/probes/{probe_id}"}
+    return {"probe_id": probe_id, "status": "sent", "status_url": f"/api/probes?id={probe_id}"}
 
 
 async def seen(services: Services, probe_id: str) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+import azure.functions as func
+
 from azure.functions.timer import TimerRequest
 
 from shared.core.events import Reason
@@ -23,6 +25,11 @@ from tests.infra.test_templates import assigned_roles
 
 ITEMS = [{"id": f"d-{i}", "amount": "2.50", "currency": "EUR", "author": "a", "distributor": "d"} for i in range(30)]
 BIG = [{**ITEMS[0], "id": f"big-{i}", "note": "x" * 2000} for i in range(60)]
+
+
+async def probe_read(probe_id: str) -> func.HttpRequest:
+    url = f"http://localhost:7071/api/probes?id={probe_id}"
+    return func.HttpRequest("GET", url, headers={}, params={"id": probe_id}, route_params={}, body=b"")
 
 
 async def test_the_assigned_roles_allow_every_storage_operation_the_app_performs(configure, app_functions):
@@ -52,10 +59,10 @@ async def test_the_assigned_roles_allow_every_storage_operation_the_app_performs
     await drain_all(services)
     await app_functions["fallback_poll"](TimerRequest(past_due=False))
     # The deployment's probe (the smoke test's path): sent, received by the drain function, read back.
-    assert (await app_functions["probe_start"](http_request("POST", "/api/probes"))).status_code == 202
+    assert (await app_functions["probe"](http_request("POST", "/api/probes"))).status_code == 202
     probe = next(event for event, _ in reversed(services.publisher.events) if event.reason is Reason.PROBE)
     await route(services, probe)
-    seen = await app_functions["probe_status"](http_request("GET", f"/api/probes/{probe.token}", probe_id=probe.token))
+    seen = await app_functions["probe"](probe_read(probe.token or ""))
     assert json.loads(seen.get_body())["status"] == "seen"
 
     after = services.counter.totals()
