@@ -6,10 +6,9 @@ import json
 from collections import Counter
 from typing import Any
 
-from shared.batch.results import newest
 from shared.ops import lifecycle, reports
 from shared.ops.status import FINAL
-from shared.store.result_store import list_entries
+from sim import promises
 
 VOLUME_TX_PER_1000 = 30.0  # see transactions_bounded
 
@@ -43,21 +42,12 @@ async def final_checks(self: World) -> None:
         )
         if status["status"] not in finals or items["pending"]:
             self.violate(f"batch {batch_id[:8]} accepted but {status['status']} with {items['pending']} pending")
-        entries = newest(await list_entries(services.storage.container(self.settings.results_container), batch_id))
-        per_chunk: dict[int, int] = {}
-        for e in entries:
-            per_chunk[e.chunk] = per_chunk.get(e.chunk, 0) + e.ok + e.failed
-        sizes = manifest.get("chunk_sizes")
-        for chunk, settled in per_chunk.items():
-            # Two copies of one chunk (a PutMessage applied whose answer was lost, retried by the SDK) each
-            # record their outcomes: the counting rule clamps them, and the status route must count once.
-            if sizes is not None and settled > sizes[chunk]:
-                self.note(f"batch {batch_id[:8]} chunk {chunk}: {settled} outcomes recorded for {sizes[chunk]}")
         counted = sum(items.get(k, 0) for k in ("succeeded", "failed", "discarded", "cancelled", "expired"))
         if counted != int(manifest["items"]):
             self.violate(f"batch {batch_id[:8]}: the status route counts {items} for {manifest['items']} items")
         if status["status"] in FINAL:
-            await export_agrees(self, services, batch_id, status)
+            lines = await export_agrees(self, services, batch_id, status)
+            promises.after_run(self, batch_id, manifest, status, lines)
         sub = self.labels.get(batch_id)
         if sub is not None and not ended and status["status"] in ("completed", "completed_with_failures"):
             perm = sub.modes.count("perm")
@@ -92,9 +82,10 @@ async def final_checks(self: World) -> None:
         if 202 in self.answers.get(batch_id, []) and batch_id not in accepted:
             self.violate(f"batch {batch_id[:8]} ({sub.label}) answered 202 but its manifest is not accepted")
     transactions_bounded(self)
+    promises.idle_cost(self)
 
 
-async def export_agrees(self: World, services: Any, batch_id: str, status: dict[str, Any]) -> None:
+async def export_agrees(self: World, services: Any, batch_id: str, status: dict[str, Any]) -> list[dict[str, Any]]:
     """The results export (`shared.ops.lifecycle.export`) of a final batch: one line per item, positions 0 to
     items - 1 once each, as many of each status as the status route counts."""
     manifest, _, entries = await lifecycle.read(services, batch_id)
@@ -108,7 +99,8 @@ async def export_agrees(self: World, services: Any, batch_id: str, status: dict[
     for kind in lifecycle.STATUSES:
         if by_status.get(kind, 0) != items.get(kind, 0):
             self.violate(f"batch {batch_id[:8]}: the export has {dict(by_status)}, the status route {items}")
-            return
+            break
+    return lines
 
 
 def transactions_bounded(self: World) -> None:

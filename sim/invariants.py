@@ -30,7 +30,7 @@ normal chunk waits for a place (`shared.engine.fair_slots`; see `high_starts_wat
 `shares_watched`).
 
 *Errors.* Nothing reaches the event loop's exception handler (an exception never retrieved; see
-`errors_watched`).
+`errors_watched`), and no API call ends in an unhandled error, a 500 (`incidents_watched`).
 
 *Cancels.* No handler call of a batch starts later than `ENDED_CHECK_S` after its cancel was answered (its ended
 marker is kept `KEEP_S`, 7 days: see `Cancels.on_handler_start`).
@@ -39,8 +39,10 @@ marker is kept `KEEP_S`, 7 days: see `Cancels.on_handler_start`).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from shared.batch.lifecycle import ENDED_CHECK_S
@@ -53,13 +55,16 @@ from shared.engine.fair_slots import FairSlots
 from shared.ops import lifecycle
 from shared.store import ended
 from sim.loop import Stalled
+from sim.promises import Promises
 
 # The world (`sim.world.World`) is passed in, not imported: it imports this module.
 World = Any
 
 LATENCY_SLACK_S = 10.0
+IDLE_WATCH_S = 5.0  # the look bound's watch, while nothing is held (less than LATENCY_SLACK_S)
 # Names patched for one run (by name: mypy holds a module's attributes and a class's methods as fixed).
 RUN_ONCE, RECEIVE_PAGE, STARTED = "_run_once", "receive_page", "_started"
+API_LOGGER = "shared.api"  # where `shared.api.answer` logs an unhandled error
 SPIN_TURNS = 10_000  # loop turns at one virtual instant taken as a spin (measured: at most 18 in runs of every family)
 CANCEL_SLACK_S = 0.0  # virtual time is exact: the bound is ENDED_CHECK_S itself
 
@@ -142,8 +147,11 @@ class Looks:
         return found
 
     async def watch(self) -> None:
+        """Every second; every IDLE_WATCH_S while no partition holds messages and no 202 waits for its look (the
+        idle family's hours), so a partition that begins holding is seen that much later at most."""
+        holding: set[str] = set()
         while True:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(1.0 if holding or self.announced else IDLE_WATCH_S)
             now = self.world.now_s()
             holding = self.holding()
             for p in list(self.since):
@@ -195,7 +203,15 @@ def held_watched(world: World) -> Iterator[None]:
     had = Drainer.__dict__.get("_held")
     setattr(Drainer, "_held", descriptor)  # noqa: B010 (a class attribute the app declares only as annotation)
     try:
-        with high_starts_watched(world), shares_watched(world), time_watched(world), errors_watched(world):
+        with (
+            high_starts_watched(world),
+            shares_watched(world),
+            time_watched(world),
+            errors_watched(world),
+            incidents_watched(world),
+        ):
+            world.promises = Promises(world)  # stamps and liveness (`sim.promises`); the rest after the run
+            world.spawn(world.promises.watch(), "promises")
             yield
     finally:
         if had is None:
@@ -270,6 +286,39 @@ def errors_watched(world: World) -> Iterator[None]:
         loop.set_exception_handler(None)
 
 
+class _Incidents(logging.Handler):
+    """Every unhandled error the API's error mapping logs (`shared.api.answer`: a 500 with an incident id)."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__(logging.ERROR)
+        self.world = world
+
+    def emit(self, record: logging.LogRecord) -> None:
+        error = record.exc_info[1] if record.exc_info else None
+        detail = f": {type(error).__name__}: {str(error)[:120]}" if error is not None else ""
+        self.world.violate(f"an API call answered 500, {record.getMessage()}{detail}")
+
+
+@contextmanager
+def incidents_watched(world: World) -> Iterator[None]:
+    """For one run (entered by `held_watched`): no API call ends in an unhandled error (a 500). A run whose
+    submits all answered 500 accepted nothing, and every other check passed it (issue 39's caller lookup read the
+    process's environment, not the world's settings)."""
+    api_log = logging.getLogger(API_LOGGER)
+    handler = _Incidents(world)
+    level, propagate = api_log.level, api_log.propagate
+    if not api_log.isEnabledFor(logging.ERROR):  # a quiet run (`python -m sim`): heard here, shown nowhere
+        api_log.setLevel(logging.ERROR)
+        api_log.propagate = False
+    api_log.addHandler(handler)
+    try:
+        yield
+    finally:
+        api_log.removeHandler(handler)
+        api_log.setLevel(level)
+        api_log.propagate = propagate
+
+
 @contextmanager
 def high_starts_watched(world: World) -> Iterator[None]:
     """For one run (entered by `held_watched`): in every drainer's chunk places (`FairSlots`), no more than
@@ -300,7 +349,10 @@ def high_starts_watched(world: World) -> Iterator[None]:
 
 
 class Cancels:
-    """No handler call of a cancelled batch starts later than `ENDED_CHECK_S` after the cancel's answer."""
+    """No handler call of a cancelled batch starts later than `ENDED_CHECK_S` after the cancel's answer, and none
+    of a batch with `expires_at` starts after it (by the clock of the instance least ahead: each judges by its own,
+    skewed by up to 3 s). The world calls `on_handler_start` where the user's code really starts: for a sync
+    handler, when its pool thread takes the call up, not when the chunk is handed to the pool."""
 
     def __init__(self, world: World) -> None:
         self.world = world
@@ -337,6 +389,7 @@ class Cancels:
         world.note(f"cancel {label} ({batch_id[:8]}) on {instance.name}: {status['status']}")
 
     def on_handler_start(self, batch_id: str) -> None:
+        self.expiry(batch_id)
         at = self.answered.get(batch_id)
         now = self.world.now_s()
         # The marker is kept KEEP_S (7 days, longer than any run) after the cancel: the bound holds for the whole
@@ -347,3 +400,13 @@ class Cancels:
                 f"handler call of {batch_id[:8]} started {now - at:.1f} s after its cancel was answered "
                 f"(ENDED_CHECK_S is {ENDED_CHECK_S:.0f} s)"
             )
+
+    def expiry(self, batch_id: str) -> None:
+        world = self.world
+        expires = (world.manifest(batch_id) or {}).get("expires_at")
+        if expires is None:
+            return
+        ahead = min(world.scenario.skews_s, default=0.0)
+        late = world.world_time() + ahead - datetime.fromisoformat(expires).timestamp()
+        if late > CANCEL_SLACK_S:
+            world.violate(f"handler call of {batch_id[:8]} started {late:.1f} s after its expires_at")
