@@ -7,7 +7,8 @@ it) and the invariant that failed, or that none did within its seed budget.
 One module per family of defects, each beside the invariant that guards against them: `admission` (handler calls
 of uncommitted or replaced attempts, what a submit answers), `looks` (the look bound), `engine` (held messages,
 handler limits, high starts, time, errors), `reports` (the status route, the batch list, the export), `costs`
-(storage transactions), `lifecycle` (cancel, expiry, notices, replay). `runner` hunts the seeds.
+(storage transactions), `lifecycle` (cancel, expiry, stamps, notices, replay), `outcomes` (what an item ends
+as). `runner` hunts the seeds.
 
 A defect this cannot catch is in the table too, with why (a path the simulated world never takes, a fault it
 does not model). A fix that cannot be put back as a patch of today's code has no mutant.
@@ -15,7 +16,7 @@ does not model). A fix that cannot be put back as a patch of today's code has no
 
 from __future__ import annotations
 
-from sim.mutants import admission, costs, engine, lifecycle, looks, reports
+from sim.mutants import admission, costs, engine, lifecycle, looks, outcomes, reports
 from sim.mutants.base import Mutant
 
 MUTANTS: list[Mutant] = [
@@ -25,6 +26,7 @@ MUTANTS: list[Mutant] = [
     *reports.MUTANTS,
     *costs.MUTANTS,
     *lifecycle.MUTANTS,
+    *outcomes.MUTANTS,
 ]
 
 __all__ = ["MUTANTS", "Mutant"]

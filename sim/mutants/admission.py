@@ -5,6 +5,7 @@ manifest, every accepted batch is listed)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -12,10 +13,12 @@ from typing import Any
 
 from shared.batch import batches
 from shared.batch.batches import Admission, Manifest, State
+from shared.batch.verdicts import CommittedAttempts
 from shared.core.errors import IdempotencyConflict
 from shared.engine import chunks
+from shared.engine.chunks import ChunkWork
 from shared.intake import submit
-from sim.mutants.base import Mutant, swap
+from sim.mutants.base import Mutant, scoped, swap
 
 
 @contextmanager
@@ -62,17 +65,69 @@ def _own_commit_is_a_conflict() -> Iterator[None]:
     yield from swap(submit, "_own_commit", own_commit)
 
 
+# ---- the audit's hand-made reverts (issue 37 item 3) ---------------------------------------------------------
+
+
+@contextmanager
+def _index_not_written_by_drainer() -> Iterator[None]:
+    """a6c231e reverted: a drainer that admits a batch by its manifest does not write its index entry, so a batch
+    whose submit died between its commit and its index write is processed but never listed."""
+
+    async def indexed(self: ChunkWork, manifest: Manifest) -> None:
+        return None
+
+    yield from swap(ChunkWork, "_indexed", indexed)
+
+
+@contextmanager
+def _doorbell_attempt_is_storage_word() -> Iterator[None]:
+    """a3dd4cd reverted: a doorbell's attempt is taken as storage's word: it replaces what a manifest or a mark
+    said, and a chunk of another attempt is condemned as stale without its manifest read."""
+    put = CommittedAttempts.put
+
+    def judge(self: CommittedAttempts, batch_id: str, attempt: str, *, now: float) -> bool | None:
+        committed = self.get(batch_id, now=now)
+        return None if committed is None else committed == attempt
+
+    def trusting(self: CommittedAttempts, batch_id: str, attempt: str, *, now: float, accepted_ms: int | None = None,
+                 hint: bool = False) -> None:  # fmt: skip
+        put(self, batch_id, attempt, now=now, accepted_ms=accepted_ms)
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(scoped(CommittedAttempts, "judge", judge))
+        stack.enter_context(scoped(CommittedAttempts, "put", trusting))
+        yield
+
+
 MUTANTS = [
     Mutant("admit-ignores-attempt", "issue 18 / design 'Idempotency'", "a drainer processes chunks of an attempt a "
-           "resumed submit replaced", _admit_ignores_attempt, family="submit"),
+           "resumed submit replaced", _admit_ignores_attempt, family="submit",
+           invariant='no handler call of an abandoned attempt'),
     Mutant("admit-while-staging", "first design (commit before processing)", "a chunk is processed before its "
-           "batch is committed", _admit_while_staging, family="submit", expect="while its manifest is"),
+           "batch is committed", _admit_while_staging, family="submit", expect="while its manifest is",
+           invariant='no handler call while the manifest is staging',
+           why="the drainer now writes a batch's index entry from its manifest and refuses one not accepted (a6c231e), "
+               "so a staging chunk is left for redelivery with the mutant too: a second guard holds"),
     Mutant("resumed-attempt-first-start", "e71a009 (issue 18 item 1)", "a resumed attempt is judged by the first "
            "attempt's start, so its chunks are discarded as dead", _resumed_attempt_judged_by_first_start,
-           family="submit"),
+           family="submit",
+           why="the resumed attempt must still be staging `STAGING_TTL_S` (120 s) after the first began; the world's "
+               "client retries within a minute and stores its chunks in under a second. Plan: a client that retries "
+               "after minutes"),
     Mutant("refused-submit-not-abandoned", "38c3f86 (issue 12 defects 2, 3)", "a submit answered 503 leaves its "
-           "manifest staging, not abandoned", _refused_submit_not_abandoned, family="submit"),
+           "manifest staging, not abandoned", _refused_submit_not_abandoned, family="submit",
+           why="nothing is processed either way; only how soon drainers discard the failed submit's chunks differs, and"
+               " no invariant bounds that wait"),
     Mutant("own-commit-is-a-conflict", "7458705 (found here)", "a commit whose answer was lost is answered 409 and "
            "its batch left out of the batch list", _own_commit_is_a_conflict, family="submit",
-           expect="missing from the batch list"),
+           expect="missing from the batch list",
+           invariant='every accepted batch is in the batch list',
+           why="the 409 itself (a client told its accepted batch conflicts) is checked by no invariant, and the drainer"
+               " indexes the batch (a6c231e). Plan: hold a keyed submit's answer to the batch accepted"),
+    # The audit's hand-made reverts.
+    Mutant("index-not-written-by-drainer", "a6c231e (found here)", "the index entry of a batch admitted by its "
+           "manifest not written by the drainer", _index_not_written_by_drainer, family="submit",
+           expect="missing from the batch list", invariant="every accepted batch is in the batch list"),
+    Mutant("doorbell-attempt-is-storage-word", "a3dd4cd (issue 30 item 5)", "a doorbell's attempt taken as "
+           "storage's word", _doorbell_attempt_is_storage_word, family="submit"),
 ]  # fmt: skip

@@ -19,6 +19,13 @@ class Mutant:
     family: str = "random"  # the scenario family that aims at it (sim.scenario)
     expect: str = ""  # only a violation containing this counts (the invariant that guards against the defect)
     seeds: int = SEEDS  # how many seeds to try before listing it as not caught
+    invariant: str = ""  # the invariant that guards against it, as the revert table names it
+    why: str = ""  # why the world cannot catch it, and the plan (the table's "not caught" rows)
+
+    @property
+    def invented(self) -> bool:
+        """A defect of our making (no fix to revert): it shows an invariant can fail."""
+        return self.fixed_by.startswith("none")
 
 
 def swap(owner: Any, name: str, value: Any) -> Iterator[None]:

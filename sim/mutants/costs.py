@@ -42,12 +42,24 @@ def _lanes_listed_every_poll() -> Iterator[None]:
     yield from swap(lane_watch, "LANE_POLL_MESSAGES", 0)
 
 
+IDLE = "storage transactions an hour while idle"
+SLOW_SEEDS = 30  # an `idle` seed runs hours of virtual time
+
+
 MUTANTS = [
     Mutant("quiet-record-ignored", "01136fe (issue 26 item 1)", "a session receives from and peeks every lane, "
-           "idle ones too", _quiet_record_ignored, family="volume", seeds=20),
+           "idle ones too", _quiet_record_ignored, family="idle", expect=IDLE, seeds=SLOW_SEEDS,
+           invariant="storage transactions an hour while idle within the README's budget (`sim.promises`)",
+           why="an idle lane costs a session a GetMessages and a peek; the `volume` bound is per item. Plan: the "
+               "idle-cost invariant over the `idle` family's stretches"),
     Mutant("look-records-nothing", "this stop (issue 26 item 1, found by make bench-tenants)", "a look records "
-           "no lane it reads empty in the quiet record", _look_records_nothing, family="storage"),
+           "no lane it reads empty in the quiet record", _look_records_nothing, family="idle", expect=IDLE,
+           seeds=SLOW_SEEDS,
+           invariant="storage transactions an hour while idle within the README's budget (`sim.promises`)",
+           why="the world's lanes are recorded quiet by the drainers that empty them unless a storage fault takes the "
+               "write. Plan: the idle-cost invariant over idle stretches (`make bench-tenants` measures it)"),
     Mutant("lanes-listed-every-poll", "none (made here)", "lanes listed every 50 ms while a drain goes on, not "
            "once per 4 messages", _lanes_listed_every_poll, family="volume", expect="transactions per 1,000",
-           seeds=20),
+           seeds=20,
+           invariant='at most 30 storage transactions per 1,000 items (`volume`)'),
 ]  # fmt: skip

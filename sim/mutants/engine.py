@@ -8,6 +8,8 @@ import asyncio
 import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
 
 from shared.core.errors import StorageError
 from shared.core.events import Reason
@@ -16,6 +18,7 @@ from shared.engine import drainer, lane_queues, lane_watch, scaling, settling, w
 from shared.engine.drainer import Drainer
 from shared.engine.fair_slots import FairSlots
 from shared.engine.limits import HandlerLimits
+from shared.engine.settling import Settler
 from shared.engine.wakeups import Wakeups
 from shared.store import leases
 from shared.store.leases import DrainLease
@@ -167,29 +170,108 @@ def _sub_resolution_wait() -> Iterator[None]:
     yield from swap(drainer, "DEADLINE_SLACK_S", 0.0)
 
 
+# ---- the audit's hand-made reverts (issue 37 item 3) ---------------------------------------------------------
+
+
+@contextmanager
+def _delete_before_record() -> Iterator[None]:
+    """A chunk done in one go has its message deleted before its result record is written: a crash in between
+    loses its outcomes for good (the order "poison, record, message" put back the other way)."""
+    settle = Settler.settle
+
+    async def deleting_first(self: Settler, item: Any, msg: Any, items: Any, positions: Any, s: Any) -> None:
+        if s.complete and not s.poison:
+            await self.delete(item)
+            await self.results.write(s.record)
+            self.report.batches.add(msg.header.batch_id)
+            self.report.items_ok += len(s.record.ok)
+            self.report.chunks_done += 1
+            return
+        await settle(self, item, msg, items, positions, s)
+
+    yield from swap(Settler, "settle", deleting_first)
+
+
+class _RenewOncePerLease:
+    """`asyncio` as `shared.store.leases` sees it, but a renewal's wait of a third of the lease is the whole lease."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(asyncio, name)
+
+    @staticmethod
+    async def sleep(delay: float, result: Any = None) -> Any:
+        return await asyncio.sleep(delay * 3 if delay > leases.RENEW_RETRY_S else delay, result)
+
+
+@contextmanager
+def _lease_renewed_once_per_period() -> Iterator[None]:
+    """A drain lease renewed once per lease period, not every third of it: it lapses as it is renewed, and
+    another drainer takes the slot while this one's chunks are still in the handler."""
+    yield from swap(leases, "asyncio", _RenewOncePerLease())
+
+
+@contextmanager
+def _no_continuation_at_budget() -> Iterator[None]:
+    """A session that runs out of its budget (or loses its lease) with work left publishes no continuation: the
+    queue waits for a look or the timer."""
+    publish = Wakeups.publish
+
+    async def quiet(self: Wakeups, reason: Reason, *, slot: int = 0, at: datetime | None = None) -> int | None:
+        if reason is Reason.CONTINUE and at is None:
+            return None
+        return await publish(self, reason, slot=slot, at=at)
+
+    yield from swap(Wakeups, "publish", quiet)
+
+
 MUTANTS = [
     Mutant("scale-probe-escapes", "e1e9a7f (issue 18 item 5)", "a failed scale-out probe ends the receive loop",
-           _scale_probe_escapes, family="storage"),
+           _scale_probe_escapes, family="storage",
+           why="a failed probe ends the session with its page unhandled; the page returns after its visibility timeout "
+               "with an attempt counted, which no invariant bounds under faults"),
     Mutant("listing-failure-unretrieved", "daedeca (issue 26 item 6)", "a lane listing that fails after its "
            "receiver was cancelled is never retrieved", _listing_failure_unretrieved, family="storage",
-           expect="exception handler"),
+           expect="exception handler",
+           invariant="nothing reaches the event loop's exception handler",
+           why="since 01136fe the session's end cancels a lane listing still running (`LaneWatch.stop`): daedeca's "
+               "callback is a second guard"),
     Mutant("express-unbounded", "01136fe (issue 26 item 8)", "an express page per listing that finds a lane, a "
            "whole page each, beside the receivers' pages", _express_unbounded, family="volume", expect=HELD,
-           seeds=20),
+           seeds=20,
+           invariant='messages held by one drainer'),
     Mutant("express-outlives-session", "01136fe (issue 26 item 8)", "an express page started by a listing during "
            "the session's last sweep receives after the lease and the limits' share are given back",
-           _express_outlives_session, family="limits", expect=LIMITS, seeds=100),
+           _express_outlives_session, family="limits", expect=LIMITS, seeds=100,
+           invariant='handler calls in flight never above `HANDLER_MAX_IN_FLIGHT`',
+           why="the window is the session's last sweep (a few milliseconds) with a listing answering inside it; in 100 "
+               "seeds none did"),
     Mutant("receive-without-share", "01136fe (issue 26 item 9)", "a drainer without a share of "
            "HANDLER_MAX_IN_FLIGHT receives anyway; recruits beyond what the limits feed", _receive_without_share,
-           family="limits", expect="no share of HANDLER_MAX_IN_FLIGHT", seeds=100),
+           family="limits", expect="no share of HANDLER_MAX_IN_FLIGHT", seeds=100,
+           invariant='no receive without a share of `HANDLER_MAX_IN_FLIGHT`'),
     Mutant("high-burst-unbounded", "01136fe (issue 26 item 14)", "high chunks start before normal ones without "
            "the HIGH_BURST bound; express pages ignore it", _high_burst_unbounded, family="priority",
-           expect="high chunks started in a row", seeds=100),
+           expect="high chunks started in a row", seeds=100,
+           invariant='high starts in a row'),
     Mutant("stale-receipt-is-an-error", "a8264ba (found here)", "a delete or update with a stale pop receipt takes "
-           "the generic storage-error path", _stale_receipt_is_an_error, family="storage"),
+           "the generic storage-error path", _stale_receipt_is_an_error, family="storage",
+           why='the message is left to its holder either way; only a log line differs'),
     Mutant("lease-lapses-under-renewal", "c123cbc (found here)", "a renewal that fails or hangs lets the lease lapse "
            "under a chunk still in the handler", _lease_lapses_under_a_slow_renewal, family="limits", expect=LIMITS,
-           seeds=100),
+           seeds=100,
+           invariant='handler calls in flight never above `HANDLER_MAX_IN_FLIGHT`'),
     Mutant("sub-resolution-wait", "1f3838f (found here)", "a session in its last millisecond waits out remainders "
-           "below the clock's resolution", _sub_resolution_wait, family="limits", seeds=100),
+           "below the clock's resolution", _sub_resolution_wait, family="limits", seeds=100,
+           invariant='virtual time keeps moving'),
+    # The audit's hand-made reverts.
+    Mutant("delete-before-record", "the first design (settling's order)", "a chunk's message deleted before its "
+           "result record", _delete_before_record, expect="pending", invariant="every accepted batch completes"),
+    Mutant("lease-renewed-once-per-period", "the first design (leases)", "a drain lease renewed once per lease "
+           "period", _lease_renewed_once_per_period, family="limits", expect=LIMITS, seeds=100,
+           invariant="handler calls in flight never above `HANDLER_MAX_IN_FLIGHT`"),
+    Mutant("no-continuation-at-budget", "the first design (the drainer's continuation)", "no continuation when a "
+           "session runs out of budget", _no_continuation_at_budget,
+           why="the look chain looks at a queue holding messages within `BACKOFF_CEILING_MS` (60 s here), within "
+               "the look bound and the liveness bound: a lost continuation costs latency. Plan: a progress bound "
+               "tighter than the chain's ceiling for a batch with visible work"),
 ]  # fmt: skip

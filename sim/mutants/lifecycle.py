@@ -3,18 +3,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
-from shared.core.errors import ResourceMissing
-from shared.ops import lifecycle
-from shared.ops.status import batch_status
+from shared.batch import lifecycle as batch_lifecycle
+from shared.core import layout
+from shared.core.errors import PreconditionFailed, ResourceMissing
+from shared.engine.chunks import ChunkWork
+from shared.handlers import ChunkResult, ItemOutcome, checked, is_async
+from shared.ops import lifecycle, notice_sweep, notices
+from shared.ops.status import FINAL, batch_status, crossed_tolerance, failed_items
 from shared.store import ended
-from shared.store.storage import translated
-from sim.mutants.base import Mutant, swap
+from shared.store.storage import translated, write_json
+from sim.mutants.base import Mutant, scoped, swap
+
+NOTICED = "completion notice"  # the notices promise (`sim.promises.notices_delivered`)
 
 
 @contextmanager
@@ -37,7 +45,83 @@ def _ended_marker_goes_at_last_record() -> Iterator[None]:
     yield from swap(lifecycle, "finalize", unmarking)
 
 
+@contextmanager
+def _stamp_not_the_status() -> Iterator[None]:
+    """`finalize` stamps a batch `completed` that the status route counts `completed_with_failures` (a stamp taken
+    from other counts than the status route's)."""
+
+    def stamping(obj: Any, /, **changes: Any) -> Any:
+        if changes.get("final_status") == "completed_with_failures":
+            changes["final_status"] = "completed"
+        return dataclasses.replace(obj, **changes)
+
+    yield from swap(lifecycle, "replace", stamping)
+
+
+@contextmanager
+def _notice_lost_at_kill() -> Iterator[None]:
+    """3d7445d reverted (issue 36 item 3): `finalize` stamps the batch, then stores its notice, and the timer's
+    sweep sees only stored notices: a death between the stamp and the notice (or after the last chunk's delete
+    and before `finalize_all`, or a storage error that `finalize_all` swallows) loses the notice for good."""
+
+    async def finalized(services: Any, batch_id: str, manifest: Any, etag: str, entries: Any) -> Any:
+        if crossed_tolerance(manifest, failed_items(manifest, entries)):
+            await lifecycle.end(services, batch_id, batch_lifecycle.FAILED)
+            manifest, etag, entries = await lifecycle.read(services, batch_id)
+        status = batch_status(manifest, entries, datetime.now(timezone.utc))
+        if status["status"] not in FINAL or manifest.final_status is not None:
+            return None
+        stamped = dataclasses.replace(manifest, final_status=status["status"],
+                                      finished_at=datetime.now(timezone.utc).isoformat())  # fmt: skip
+        try:
+            await write_json(services.storage.container(services.settings.batches_container),
+                             layout.manifest_blob(batch_id), stamped.to_json(), etag=etag)  # fmt: skip
+        except PreconditionFailed:
+            return None
+        await notices.batch_final(services, stamped, status)
+        return status
+
+    async def sweep(services: Any) -> tuple[int, int]:
+        return await notices.sweep(services, await notices.listed(services)), 0
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(scoped(lifecycle, "_finalized", finalized))
+        stack.enter_context(scoped(notice_sweep, "sweep", sweep))
+        yield
+
+
+@contextmanager
+def _sync_judged_before_the_pool() -> Iterator[None]:
+    """3cb4cd6 reverted (issue 36 items 4, 13): a sync handler's chunk is judged on the loop, then waits for one
+    of the thread pool's few threads (`asyncio.to_thread`), and its call starts however long after its batch was
+    cancelled or expired meanwhile."""
+    run_handler = ChunkWork._run_handler
+
+    async def pooled(self: ChunkWork, header: Any, items: list[Any], context: Any) -> Any:
+        handler = self.s.handler
+        if is_async(handler):
+            return await run_handler(self, header, items, context)
+        try:
+            return checked(await asyncio.to_thread(handler, items, context), len(items))
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            return ChunkResult([ItemOutcome.failure(f"handler raised {type(e).__name__}: {e}"[:500])] * len(items))
+
+    yield from swap(ChunkWork, "_run_handler", pooled)
+
+
 MUTANTS = [
     Mutant("ended-marker-goes-at-last-record", "dd28184 (found here)", "an ended batch's marker deleted once every "
-           "chunk has a record", _ended_marker_goes_at_last_record, expect="after its cancel was answered"),
+           "chunk has a record", _ended_marker_goes_at_last_record, expect="after its cancel was answered",
+           invariant='no handler call past the cancel bound'),
+    Mutant("stamp-not-the-status", "none (made here)", "a batch stamped completed that the status route counts "
+           "completed_with_failures", _stamp_not_the_status, expect="is stamped",
+           invariant="a final stamp never changes and is the status route's (`sim.promises`)"),
+    Mutant("notice-lost-at-kill", "3d7445d (issue 36 item 3)", "a batch stamped final before its notice is stored, "
+           "and the sweep sees only stored notices", _notice_lost_at_kill, family="lifecycle", expect=NOTICED,
+           invariant="every final batch with a callback gets a valid notice that agrees (`sim.promises`)"),
+    Mutant("sync-judged-before-the-pool", "3cb4cd6 (issue 36 items 4, 13)", "a sync handler's chunk judged on the "
+           "loop, then waiting for a pool thread", _sync_judged_before_the_pool, family="lifecycle",
+           expect="handler call of", invariant="no handler call past the cancel or expiry bound, sync or async"),
 ]  # fmt: skip

@@ -13,6 +13,7 @@ from typing import Any
 
 from shared.batch.batches import Manifest, State
 from shared.core.errors import StorageError
+from shared.engine import settling
 from shared.engine.drainer import Drainer
 from shared.engine.held import HeldMessages
 from shared.engine.visibility import keeping_invisible
@@ -25,6 +26,7 @@ from sim.mutants.base import Mutant, swap
 log = logging.getLogger(__name__)
 
 LOOKED = "was not looked at"
+SETTLED = "s after the last fault (bound"  # liveness (`sim.promises`)
 
 
 @contextmanager
@@ -129,21 +131,50 @@ def _tick_ends_at_a_failed_partition() -> Iterator[None]:
     yield from swap(fallback, "poll_one", poll_one)
 
 
+@contextmanager
+def _retry_delay_in_seconds() -> Iterator[None]:
+    """A retried item's delay taken in seconds where it is milliseconds: the message is hidden for minutes, looked
+    at all along (the look bound holds), handled long after the faults are over."""
+    delay_ms = vars(settling)["retry_delay_ms"]
+
+    def seconds(attempt: int, **kwargs: Any) -> int:
+        return int(delay_ms(attempt, **kwargs)) * 1000
+
+    yield from swap(settling, "retry_delay_ms", seconds)
+
+
 MUTANTS = [
     Mutant("no-look-chain", "a0942b3 (issue 13)", "no look chain: the timer is the only net", _no_look_chain,
-           family="storage", expect=LOOKED),
+           family="storage", expect=LOOKED,
+           invariant='the look bound (`Looks`)'),
     Mutant("watchdog-before-hidden-messages", "8ac5131 (issue 18 item 2)", "a drainer's watchdog may come before "
-           "the messages it hid reappear", _watchdog_before_hidden_messages),
+           "the messages it hid reappear", _watchdog_before_hidden_messages,
+           why="the look chain (issue 13) looks at a queue holding messages at least every `BACKOFF_CEILING_MS`: a lost"
+               " watchdog costs latency within the look bound"),
     Mutant("left-for-redelivery-without-wakeup", "8ac5131 (issue 18 item 3)", "a message left for redelivery by a "
-           "failed write gets no retry-due wake-up", _left_for_redelivery_without_wakeup, family="storage"),
+           "failed write gets no retry-due wake-up", _left_for_redelivery_without_wakeup, family="storage",
+           why='as above: the look chain covers a lost retry-due wake-up within the look bound'),
     Mutant("tick-ends-at-failed-partition", "daedeca (issue 26 item 6)", "one partition's storage failure ends "
-           "the timer's tick", _tick_ends_at_a_failed_partition, family="storage"),
+           "the timer's tick", _tick_ends_at_a_failed_partition, family="storage",
+           why='no tick meets a storage failure: the timer ticks every 10 minutes here and faults end by about 105 s'),
     Mutant("keyed-retry-rings-nothing", "e65182f (issue 26 item 11)", "a keyed retry of an accepted batch rings "
-           "no doorbell and arms no look", _keyed_retry_rings_nothing, family="submit", expect=LOOKED),
+           "no doorbell and arms no look", _keyed_retry_rings_nothing, family="submit", expect=LOOKED,
+           invariant='a look after every 202 (`Looks`)'),
     Mutant("successor-refused-fails-look", "a25c39d (issue 26 item 16)", "a look whose successor Service Bus "
-           "refuses fails, its chain left armed", _successor_refused_fails_the_look, expect=LOOKED),
+           "refuses fails, its chain left armed", _successor_refused_fails_the_look, expect=LOOKED,
+           invariant='the look bound (`Looks`)',
+           why="the world's Service Bus outage stops deliveries as well as sends; the defect needs sends refused while "
+               "deliveries go on (issue 37 item 5)"),
     Mutant("ended-look-redelivered-ignored", "a25c39d (issue 26 item 16)", "a look redelivered after it ended "
-           "the chain is ignored", _ended_look_redelivered_is_superseded, family="storage", expect=LOOKED),
+           "the chain is ignored", _ended_look_redelivered_is_superseded, family="storage", expect=LOOKED,
+           invariant='the look bound (`Looks`)',
+           why="the submit that meets the ended look rings its own doorbell: the chain is the net only when that "
+               "doorbell is lost, which lets the bound wait the timer's period"),
     Mutant("far-look-kept", "a25c39d (issue 26 item 16)", "a submit leaves a look armed far ahead where it is",
-           _far_look_kept, expect=LOOKED),
+           _far_look_kept, expect=LOOKED,
+           invariant='the look bound (`Looks`)',
+           why="as above, and the world's `BACKOFF_CEILING_MS` is 60 s, not 30 minutes"),
+    Mutant("retry-delay-in-seconds", "none (made here)", "a retried item's delay taken in seconds, not "
+           "milliseconds", _retry_delay_in_seconds, expect=SETTLED,
+           invariant='liveness from the last fault (`sim.promises`)'),
 ]  # fmt: skip

@@ -59,9 +59,13 @@ def _export_line_per_record() -> Iterator[None]:
 
 MUTANTS = [
     Mutant("status-without-size-clamp", "e89735c (issue 18 item 7)", "the status route counts a chunk's first "
-           "generation as recorded", _status_without_size_clamp),
+           "generation as recorded", _status_without_size_clamp,
+           why="issue 26 item 12's counting rule already counts a generation at most what its predecessor carried: the "
+               "clamp is a second guard"),
     Mutant("list-counts-raw", "71e88d8 (issue 26 item 12)", "the batch list counts every newest record as it "
-           "stands, the status route by the counting rule", _list_counts_raw, expect="the list says"),
+           "stands, the status route by the counting rule", _list_counts_raw, expect="the list says",
+           invariant='the batch list agrees with the status route'),
     Mutant("export-line-per-record", "none (made here)", "the export lists an item once per record holding it",
-           _export_line_per_record, expect="the export has"),
+           _export_line_per_record, expect="the export has",
+           invariant='the export agrees with the status route'),
 ]  # fmt: skip
