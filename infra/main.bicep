@@ -56,6 +56,13 @@ param location string
 @description('Object id of whoever deploys (azd: AZURE_PRINCIPAL_ID, set by azd from the signed-in account): it gets the data-plane roles the operator tools need, since shared-key access is off. Empty: none.')
 param principalId string = ''
 
+@description('Where the app reads a request\'s tenant (TENANT_FROM): `principal`, the caller\'s identity behind App Service Authentication with Entra ID (docs/deploying.md "Caller identity"); `header`, the X-Tenant a request names, for one trusted caller (no authentication).')
+@allowed(['principal', 'header'])
+param tenantFrom string = 'principal'
+
+@description('The Entra app registration whose tokens the app accepts (azd: AUTH_CLIENT_ID, which infra/hooks/app_registration.py sets). Required with tenantFrom `principal`.')
+param authClientId string = ''
+
 @description('Memory of each instance in MB; 2048 gives one vCPU, 4096 two.')
 @allowed([512, 2048, 4096])
 param instanceMemoryMB int = 2048
@@ -228,6 +235,15 @@ module app 'modules/functionapp.bicep' = {
   }
 }
 
+module auth 'modules/auth.bicep' = if (tenantFrom == 'principal') {
+  name: 'auth'
+  scope: rg
+  params: {
+    siteName: app.outputs.name
+    clientId: authClientId // infra/hooks/preprovision.py refuses `principal` without it
+  }
+}
+
 module alerts 'modules/alerts.bicep' = {
   name: 'alerts'
   scope: rg
@@ -262,6 +278,7 @@ var templateSettings = {
   MAX_DRAINERS_PER_QUEUE: string(maxDrainersPerQueue)
   OTEL_TRACES_SAMPLER: 'microsoft.fixed_percentage'
   OTEL_TRACES_SAMPLER_ARG: traceSamplingRatio
+  TENANT_FROM: tenantFrom
 }
 
 output AZURE_RESOURCE_GROUP string = rg.name

@@ -44,13 +44,27 @@ def problems(app_settings: str) -> list[str]:
     return found
 
 
+def identity_problems(environ: dict[str, str]) -> list[str]:
+    """TENANT_FROM=principal (the default) needs the app registration Easy Auth accepts tokens for."""
+    tenant_from = environ.get("TENANT_FROM", "principal").strip() or "principal"
+    if tenant_from not in {"principal", "header"}:
+        return [f"TENANT_FROM must be principal or header, not {tenant_from!r}"]
+    if tenant_from == "principal" and not environ.get("AUTH_CLIENT_ID", "").strip():
+        return [
+            "TENANT_FROM is principal (the default) but AUTH_CLIENT_ID is not set: run "
+            "`python3 infra/hooks/app_registration.py` (it makes the Entra app registration and sets it), or "
+            "`azd env set TENANT_FROM header` for one trusted caller without authentication"
+        ]
+    return []
+
+
 def main() -> None:
-    found = problems(os.environ.get("APP_SETTINGS", ""))
+    found = problems(os.environ.get("APP_SETTINGS", "")) + identity_problems(dict(os.environ))
     for problem in found:
         print(f"preprovision: {problem}", file=sys.stderr)
     if found:
         sys.exit(1)
-    print("preprovision: APP_SETTINGS is well formed")
+    print("preprovision: APP_SETTINGS is well formed; caller identity is configured")
 
 
 if __name__ == "__main__":

@@ -272,8 +272,10 @@ def test_the_deployers_role_assignments_name_no_principal_type() -> None:
     assert "AZURE_PRINCIPAL_TYPE" not in (ROOT / ".github/workflows/deploy.yml").read_text()
 
 
-def preprovision(app_settings: str) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": os.environ.get("PATH", ""), "APP_SETTINGS": app_settings}
+def preprovision(app_settings: str, **identity: str) -> subprocess.CompletedProcess[str]:
+    """The hook as azd runs it; the caller identity configured unless `identity` says otherwise."""
+    who = identity or {"AUTH_CLIENT_ID": "5f2b8a0e-1c1d-4e0e-9a7b-000000000001"}
+    env = {"PATH": os.environ.get("PATH", ""), "APP_SETTINGS": app_settings, **who}
     hook = ROOT / "infra/hooks/preprovision.py"
     return subprocess.run([sys.executable, str(hook)], env=env, capture_output=True, text=True, check=False)
 
