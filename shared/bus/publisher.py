@@ -80,7 +80,7 @@ class ServiceBusPublisher:
             if closeable is not None:
                 try:
                     await closeable.close()
-                except (ServiceBusError, OSError, asyncio.TimeoutError) as e:
+                except (TimeoutError, ServiceBusError, OSError) as e:
                     log.debug("closing a failed Service Bus link: %s", e)
 
     async def _one_at_a_time(self, action: Any) -> Any:
@@ -93,7 +93,7 @@ class ServiceBusPublisher:
         try:
             # The timeout covers the wait for the turn too: an unreachable broker must not queue callers up.
             return await asyncio.wait_for(self._one_at_a_time(action), self._settings.publish_timeout_s)
-        except (ServiceBusError, OSError, asyncio.TimeoutError, ValueError) as e:
+        except (TimeoutError, ServiceBusError, OSError, ValueError) as e:
             await self._reset()
             detail = redact(str(e).splitlines()[0] if str(e) else "")
             raise TriggerUnavailable(f"{what} on {self._settings.trigger_queue}: {type(e).__name__}: {detail}") from e
