@@ -317,11 +317,21 @@ async def poison_detail(message_id: str, headers: Mapping[str, str] | None = Non
     return await read(call)
 
 
+REPLAY_FIELDS = ("all", "batch_id", "message_ids", "limit", "rate", "background")
+REPLAY_SHAPE = (
+    '"batch_id" (a batch\'s parked chunks), "message_ids" (those parked messages) or "all": true (every parked '
+    'chunk of every tenant), and optional "limit", "rate", "background"'
+)
+WHAT_TO_REPLAY = f"name what to replay: {REPLAY_SHAPE}"
+
+
 def replay_request(body: bytes, limits: Limits) -> dict[str, Any]:
-    """`{"batch_id"?, "message_ids"?, "limit"?}`; an empty body replays everything. The same depth limit
-    and errors as the submit route (a deep body is a 400 that names MAX_JSON_DEPTH, never a RecursionError)."""
+    """`{"batch_id"}`, `{"message_ids"}` or `{"all": true}`, with optional `"limit"`, `"rate"`, `"background"`.
+    What to replay is always named: an empty body, `{}` or a null is a 400, never "everything" (a null must
+    not widen an operation), and no field takes null. The same depth limit and errors as the submit route
+    (a deep body is a 400 that names MAX_JSON_DEPTH, never a RecursionError)."""
     if not body.strip():
-        return {}
+        raise MalformedRequest(WHAT_TO_REPLAY)
     if len(body) > MAX_REPLAY_BODY_BYTES:
         raise LimitExceeded(
             f"body is {len(body)} bytes, more than {MAX_REPLAY_BODY_BYTES}",
@@ -334,33 +344,41 @@ def replay_request(body: bytes, limits: Limits) -> dict[str, Any]:
         raise MalformedRequest(f"body is not valid JSON: not UTF-8 (byte {e.start})") from None
     check_depth(text, limits)
     doc = loads(text, "body")
-    if not isinstance(doc, dict) or set(doc) - {"batch_id", "message_ids", "limit", "rate", "background"}:
-        raise MalformedRequest(
-            'body must be an object with optional "batch_id", "message_ids", "limit", "rate", "background"'
-        )
+    if not isinstance(doc, dict) or set(doc) - set(REPLAY_FIELDS):
+        raise MalformedRequest(f"body must be an object with {REPLAY_SHAPE}")
+    nulls = [name for name in REPLAY_FIELDS if name in doc and doc[name] is None]
+    if nulls:  # null must not silently mean "everything", "in the foreground" or "the default"
+        raise MalformedRequest(f'"{nulls[0]}" must not be null: leave it out, or give it a value')
+    if "all" in doc and doc["all"] is not True:
+        raise MalformedRequest('"all" must be true (or left out, naming "batch_id" or "message_ids" instead)')
     out: dict[str, Any] = {}
-    if doc.get("batch_id") is not None:
+    if "batch_id" in doc:
         if not isinstance(doc["batch_id"], str) or not is_batch_id(doc["batch_id"]):
             raise MalformedRequest('"batch_id" must be a batch id (32 lowercase hex digits)')
         out["batch_id"] = doc["batch_id"]
-    if doc.get("message_ids") is not None:
+    if "message_ids" in doc:
         ids = doc["message_ids"]
         if not isinstance(ids, list) or not all(isinstance(i, str) and MESSAGE_ID.fullmatch(i) for i in ids):
             raise MalformedRequest('"message_ids" must be a list of message ids (letters, digits and dashes)')
         if len(ids) > 1000:
             raise MalformedRequest('"message_ids" must be a list of at most 1000 message ids')
         out["message_ids"] = set(ids)
-    if doc.get("limit") is not None:
+    if "limit" in doc:
         limit = doc["limit"]
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10_000:
             raise MalformedRequest('"limit" must be an integer from 1 to 10000')
         out["limit"] = limit
-    if doc.get("rate") is not None:
+    if "rate" in doc:
         out["rate"] = replay_rate(doc["rate"])
-    if "background" in doc:  # null is refused: it must not silently mean "in the foreground"
+    if "background" in doc:
         if not isinstance(doc["background"], bool):
             raise MalformedRequest('"background" must be true or false')
         out["background"] = doc["background"]
+    named = [name for name in ("all", "batch_id", "message_ids") if name in doc]
+    if len(named) != 1 and named != ["batch_id", "message_ids"]:
+        raise MalformedRequest(
+            WHAT_TO_REPLAY if not named else '"all" cannot be combined with "batch_id" or "message_ids"'
+        )
     return out
 
 

@@ -3,7 +3,7 @@
     python -m shared.cli submit FILE [--follow] [--idempotency-key K] [--callback-url URL]
     python -m shared.cli results BATCH_ID [--failed]
     python -m shared.cli cancel BATCH_ID
-    python -m shared.cli poison list | show MESSAGE_ID | replay [--batch ID] [--id MESSAGE_ID ...]
+    python -m shared.cli poison list | show MESSAGE_ID | replay --batch ID | --id MESSAGE_ID ... | --all
     python -m shared.cli trace BATCH_ID [--file PATH]
 
 `--url` (default http://localhost:7071) and `--key` (a function key, sent as x-functions-key) reach
@@ -77,6 +77,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     again = actions.add_parser("replay")
     again.add_argument("--batch", default=None, help="only this batch's chunks")
     again.add_argument("--id", action="append", dest="ids", help="only this poison message (repeatable)")
+    again.add_argument("--all", action="store_true", help="every parked chunk of every tenant (named, never implied)")
     traced = commands.add_parser("trace", help="a batch's trace as a waterfall, from the local span file")
     traced.add_argument("batch_id")
     default_file = os.environ.get("TRACES_FILE") or str(Path(".devstack") / "traces.jsonl")
@@ -126,7 +127,7 @@ def run(client: Client, args: argparse.Namespace, out: IO[str]) -> None:
     elif args.action == "show":
         out.write(json.dumps(client.poison_detail(args.message_id), indent=2) + "\n")
     else:
-        result = client.replay(batch_id=args.batch, message_ids=args.ids)
+        result = client.replay(batch_id=args.batch, message_ids=args.ids, all=args.all)
         out.write(f"replayed {result['replayed']} parked chunk(s); skipped {len(result['skipped'])}\n")
 
 

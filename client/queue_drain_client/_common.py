@@ -125,8 +125,13 @@ def results_page(headers: Mapping[str, str], body: bytes) -> tuple[list[Any], st
     return lines, headers.get("x-continuation")
 
 
-def replay_body(batch_id: str | None, message_ids: Iterable[str] | None, background: bool) -> bytes:
-    doc: dict[str, Any] = {}
+def replay_body(
+    batch_id: str | None, message_ids: Iterable[str] | None, background: bool, *, everything: bool = False
+) -> bytes:
+    """The replay route's body: it names what to replay (a batch, messages, or `"all": true`), never nothing."""
+    if everything == (batch_id is not None or message_ids is not None):
+        raise ValueError("replay: name a batch_id or message_ids, or pass all=True (not both)")
+    doc: dict[str, Any] = {"all": True} if everything else {}
     if batch_id is not None:
         doc["batch_id"] = batch_id
     if message_ids is not None:

@@ -141,10 +141,16 @@ class Client:
         return detail
 
     def replay(
-        self, *, batch_id: str | None = None, message_ids: Iterable[str] | None = None, background: bool = False
+        self,
+        *,
+        batch_id: str | None = None,
+        message_ids: Iterable[str] | None = None,
+        all: bool = False,
+        background: bool = False,
     ) -> dict[str, Any]:
-        """Put parked chunks back on their queue (all, a batch's, or the named ones)."""
-        body = common.replay_body(batch_id, message_ids, background)
+        """Put parked chunks back on their queue: a batch's, the named ones, or with `all=True` every one (what to
+        replay is always named: with none of the three it raises ValueError, never replaying everything)."""
+        body = common.replay_body(batch_id, message_ids, background, everything=all)
         request = common.Request("POST", "/api/poison/replay", body, {"content-type": "application/json"})
         answer: dict[str, Any] = self._send(request).json()
         return answer

@@ -80,6 +80,14 @@ class BatchConflict(RequestError):
     code = "batch_conflict"
 
 
+class BatchFinal(RequestError):
+    """Raised when a replay names a batch that is final: its outcome is recorded and never changes (its failed
+    items go again as a new batch)."""
+
+    status = 409
+    code = "batch_final"
+
+
 class SubmitRefused(RequestError):
     """Raised when a submit could not store its batch within SUBMIT_DEADLINE_S, or storage failed under it:
     nothing it stored counts (the batch is marked abandoned and its chunks are discarded)."""

@@ -89,3 +89,8 @@ def poison_index_prefix(poison_queue: str) -> str:
 def poison_index_blob(poison_queue: str, message_id: str) -> str:
     """The index entry of one parked message (state container; `shared.store.poison_index`)."""
     return f"{poison_index_prefix(poison_queue)}{message_id}.json"
+
+
+def set_aside_blob(poison_queue: str, message_id: str) -> str:
+    """A parked chunk of a final or ended batch, set aside by a replay (state container): kept, never replayed."""
+    return f"poison-set-aside/{poison_queue}/{message_id}.json"

@@ -111,7 +111,8 @@ def parse_token(token: str) -> tuple[int, str]:
 
 
 async def inspect(services: Services, message_id: str) -> dict[str, Any]:
-    """One index read per partition (then a peek at the first page, for chunks parked before the index)."""
+    """One index read per partition (then a peek at the first page, for chunks parked before the index, then a
+    read of the chunks a replay set aside)."""
     state = await services.storage.ensure_container(services.settings.state_container)
     for work_queue in services.settings.partition_queues():
         name = services.settings.poison_queue(work_queue)
@@ -125,6 +126,15 @@ async def inspect(services: Services, message_id: str) -> dict[str, Any]:
             for m in await client.peek_messages(max_messages=PAGE):
                 if m.id == message_id:
                     return parse(name, m).detail()
+    for work_queue in services.settings.partition_queues():  # set aside by a replay: its batch is final
+        kept = await poison_index.get_set_aside(state, services.settings.poison_queue(work_queue), message_id)
+        if kept is not None:
+            aside = from_entry(poison_index.Entry.from_json(kept)).detail()
+            return aside | {
+                "replayable": False,
+                "set_aside": kept.get("set_aside"),
+                "set_aside_at": kept.get("set_aside_at"),
+            }
     raise NotFound(f"no parked chunk with message id {message_id}", message_id=message_id[:64])
 
 

@@ -4,11 +4,14 @@ Nothing here receives from a poison queue (receiving hides a message from every 
 index the drainers write when they park a chunk (`shared.store.poison_index`), so it costs O(1) storage calls
 per chunk whatever the queue's depth.
 
-Replay puts a parked chunk back on its work queue (its envelope already names the next generation),
-marks its items as retrying again in the result record that reported them failed, rings the doorbell,
-and only then deletes the poison message and its index entry. Replaying twice is harmless: the second call
-finds nothing, and a replay interrupted midway re-enqueues a chunk whose second result has the same lineage
-and counts once. Chunks parked by a version before the index are listed (first page) and can be inspected
+Replay claims a parked chunk by marking its items as retrying again in the result record that reported them
+failed (`shared.ops.replay_marks`: exactly one replay carries them), puts it back on its work queue (its envelope
+already names the next generation), rings the doorbell, and only then deletes the poison message and its index
+entry. A failure before the chunk is back takes the claim back; a claim left by a replay that died is taken over
+by a later replay once it is old (issue 36 item 1). Replaying twice is harmless: the second call finds nothing,
+and a replay interrupted midway re-enqueues a chunk whose second result has the same lineage and counts once.
+A final batch's parked chunks are never replayed (its outcome never changes): they are set aside.
+Chunks parked by a version before the index are listed (first page) and can be inspected
 there, but not replayed through the index.
 """
 
@@ -21,11 +24,12 @@ import time
 from enum import Enum
 from typing import Any
 
-from shared.batch import envelope, results
+from shared.batch import envelope
 from shared.core import lanes
 from shared.core.errors import (
     BatchConflict,
-    PreconditionFailed,
+    BatchFinal,
+    NotFound,
     ReplayConflict,
     ResourceMissing,
     StorageError,
@@ -33,18 +37,19 @@ from shared.core.errors import (
 )
 from shared.core.events import Reason, TriggerEvent
 from shared.engine import lane_queues
+from shared.ops import lifecycle
+from shared.ops import replay_marks as marks
 from shared.ops.parked import Parked, from_entry
+from shared.ops.replay_marks import Parent
+from shared.ops.status import FINAL, batch_status
 from shared.services import Services
-from shared.store import ended, poison_index
-from shared.store.result_store import list_entries
-from shared.store.storage import NEVER_EXPIRES, read_json, translated, write_json
+from shared.store import poison_index
+from shared.store.storage import NEVER_EXPIRES, translated
 from shared.watch import lookout
 
 log = logging.getLogger(__name__)
 DEFAULT_LIMIT = 1000  # parked chunks one replay call takes at most, unless it asks for fewer
 MAX_REPLAY_S = 60  # every replay call stops taking chunks after this long (a paced one: what its rate allows)
-
-MARK_ATTEMPTS = 5  # reads of a parent record that keeps changing under a replay before giving up
 
 
 async def replay(
@@ -57,19 +62,33 @@ async def replay(
     exclude: frozenset[str] = frozenset(),
     window_s: float | None = None,
 ) -> dict[str, Any]:
-    """Replay parked chunks matching `batch_id` and/or `message_ids` (all, when neither is given), oldest
-    first; with `rate`, at most that many chunks per second, so a fixed downstream is not hit by the whole
-    backlog at once. Every call stops taking chunks after `window_s` (default MAX_REPLAY_S) whatever its rate,
-    having taken at least one: the answer's `more` says to call again for the rest. Each partition's doorbell
-    rings (and its look chain is armed) as its first chunk goes back, not after the loop: a call that fails or
-    stops part-way leaves nothing it put back unannounced."""
-    if batch_id is not None and await _ended(services, batch_id, {}):
-        raise BatchConflict(
-            f"batch {batch_id} was cancelled (or ended by its max_failed_fraction): its parked chunks are not "
-            "replayable; submit the items again as a new batch",
-            batch_id=batch_id,
-        )
-    ended_batches: dict[str, bool] = {}
+    """Replay parked chunks matching `batch_id` and/or `message_ids` (all, when neither is given: the HTTP route
+    asks for `"all": true` to mean that), oldest first, at most `limit` of them; with `rate`, at most that many
+    chunks per second, so a fixed downstream is not hit by the whole backlog at once. Every call stops taking
+    chunks after `window_s` (default MAX_REPLAY_S) whatever its rate, having taken at least one: the answer's
+    `more` says to call again for the rest. Each partition's doorbell rings (and its look chain is armed) as its
+    first chunk goes back, not after the loop: a call that fails or stops part-way leaves nothing it put back
+    unannounced.
+
+    A final batch's outcome never changes, so its parked chunks are never replayed: naming such a batch is a
+    409 (`batch_final`; `batch_conflict` for one ended by a cancel or its tolerance), and a chunk of one met
+    otherwise is set aside (`shared.store.poison_index.set_aside`): kept for inspection, out of the poison queue
+    and of every later replay. Neither what is set aside nor what is left parked counts against `limit`."""
+    closed: dict[str, Closed | None] = {}
+    if batch_id is not None:
+        why = await _closed(services, batch_id, closed)
+        if why is Closed.ENDED:
+            raise BatchConflict(
+                f"batch {batch_id} was cancelled (or ended by its max_failed_fraction): its parked chunks are not "
+                "replayable; submit the items again as a new batch",
+                batch_id=batch_id,
+            )
+        if why is Closed.FINAL:
+            raise BatchFinal(
+                f"batch {batch_id} is final: its outcome is recorded and never changes, so its parked chunks are "
+                "not replayed; submit its failed items (the results export with status=failed) as a new batch",
+                batch_id=batch_id,
+            )
     window_s = MAX_REPLAY_S if window_s is None else window_s
     pace = Pace(rate)
     if rate is not None:  # what fits in one answer at this pace
@@ -78,44 +97,81 @@ async def replay(
     announcer = Announcer(services)
     replayed: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
+    set_aside = 0
     more = False
     state = await services.storage.ensure_container(services.settings.state_container)
     for work_queue in services.settings.partition_queues():
         name = services.settings.poison_queue(work_queue)
         client = await services.storage.ensure_queue(name)
-        left = limit - len(replayed) - len(skipped)
-        if left <= 0:
-            more = True
-            break
-        found = await poison_index.find(
-            state, name, batch_id=batch_id, message_ids=message_ids, limit=left, exclude=exclude
-        )
-        more = more or len(found) >= left
-        for entry in found:
-            if (replayed or skipped) and time.monotonic() >= deadline:
+        seen = set(exclude)  # left parked by this call (or by the job's earlier steps): not looked at again
+        while not more:
+            left = limit - len(replayed)
+            if left <= 0:
                 more = True
                 break
-            parked = from_entry(entry)
-            if parked.message.chunk_text is None:
-                skipped.append({**parked.summary(), "why": "not a chunk: inspect it and fix it by hand"})
-                continue
-            if entry.batch_id is not None and await _ended(services, entry.batch_id, ended_batches):
-                skipped.append({**parked.summary(), "why": "its batch was cancelled: not replayable"})
-                continue
-            await pace.next()
-            try:
-                why = await _replay_one(services, client, entry, parked, announcer, work_queue)
-            except ReplayConflict as e:
-                why = e.message
-            if why is not None:
-                skipped.append({**parked.summary(), "why": why})
-                continue
-            replayed.append(parked.summary())
-        if more and time.monotonic() >= deadline:
+            found = await poison_index.find(
+                state, name, batch_id=batch_id, message_ids=message_ids, limit=left, exclude=frozenset(seen)
+            )
+            if not found:
+                break
+            for entry in found:
+                if (replayed or skipped or set_aside) and time.monotonic() >= deadline:
+                    more = True
+                    break
+                seen.add(entry.message_id)
+                parked = from_entry(entry)
+                if parked.message.chunk_text is None:
+                    skipped.append({**parked.summary(), "why": "not a chunk: inspect it and fix it by hand"})
+                    continue
+                why = await _closed(services, entry.batch_id, closed) if entry.batch_id is not None else None
+                if why is not None:
+                    await _set_aside(services, client, entry, parked, why)
+                    set_aside += 1
+                    continue
+                await pace.next()
+                try:
+                    left_why = await _replay_one(services, client, entry, parked, announcer, work_queue)
+                except ReplayConflict as e:
+                    left_why = e.message
+                if left_why is not None:
+                    skipped.append({**parked.summary(), "why": left_why})
+                    continue
+                replayed.append(parked.summary())
+        if more:
             break
-    log.warning("replayed %d parked chunk(s) (%d skipped)%s", len(replayed), len(skipped), "; more left" * more)
-    out = {"replayed": len(replayed), "skipped": skipped, "chunks": replayed, "more": more}
+    log.warning(
+        "replayed %d parked chunk(s) (%d left parked, %d set aside)%s",
+        len(replayed), len(skipped), set_aside, "; more left" * more,
+    )  # fmt: skip
+    out = {"replayed": len(replayed), "skipped": skipped, "set_aside": set_aside, "chunks": replayed, "more": more}
     return out | {"limit": limit, "seconds": round(pace.elapsed(), 3)} | ({"rate": rate} if rate is not None else {})
+
+
+class Closed(Enum):
+    """Why a batch's parked chunks are never replayed."""
+
+    ENDED = "its batch was cancelled (or ended by its max_failed_fraction)"
+    FINAL = "its batch is final (its outcome never changes)"
+
+
+async def _closed(services: Services, batch_id: str, known: dict[str, Closed | None]) -> Closed | None:
+    """Is the batch ended or final? One manifest read and one listing of its results per batch per replay."""
+    if batch_id not in known:
+        try:
+            manifest, _, entries = await lifecycle.read(services, batch_id)
+        except NotFound:
+            known[batch_id] = None  # its manifest is gone (or never was): nothing to keep consistent with
+        else:
+            final = manifest.final_status is not None or batch_status(manifest, entries)["status"] in FINAL
+            known[batch_id] = Closed.ENDED if manifest.ended is not None else Closed.FINAL if final else None
+    return known[batch_id]
+
+
+async def _set_aside(services: Services, client: Any, entry: poison_index.Entry, parked: Parked, why: Closed) -> None:
+    state = services.storage.container(services.settings.state_container)
+    await poison_index.set_aside(state, entry, f"{why.value}: set aside, never replayed")
+    await _unpark(services, client, entry, parked)
+    log.info("set aside parked message %s of batch %s: %s", entry.message_id, entry.batch_id, why.value)
 
 
 class Announcer:
@@ -145,19 +201,6 @@ class Announcer:
                 await lane_queues.mark(self.services, lane)
             except StorageError as e:
                 log.warning("replayed chunks on %s: lane not marked again (the timer's look covers it): %s", lane, e)
-
-
-async def _ended(services: Services, batch_id: str, known: dict[str, bool]) -> bool:
-    """Was the batch ended (cancelled, or failed by its tolerance)? One manifest read per batch per replay."""
-    if batch_id not in known:
-        try:
-            manifest, _ = await ended.read_manifest(
-                services.storage.container(services.settings.batches_container), batch_id
-            )
-            known[batch_id] = manifest.ended is not None
-        except ResourceMissing:
-            known[batch_id] = False
-    return known[batch_id]
 
 
 class Pace:
@@ -194,18 +237,25 @@ async def _replay_one(
     assert parked.message.chunk_text is not None
     chunk = envelope.decode(parked.message.chunk_text)
     lane = replay_lane(partition, parked.message.info.queue)
-    found = await _mark_retrying(services, chunk.header)
+    found, claimed = await marks.claim(services, chunk.header)
     if found is Parent.SETTLED:
         await _unpark(services, client, entry, parked)
         log.info("deleted a stale parked copy of chunk %d of batch %s from %s",
                  chunk.header.chunk, chunk.header.batch_id, parked.queue)  # fmt: skip
         return "its items were settled by a later attempt: this stale parked copy was deleted"
-    if found is not Parent.MARKED:
+    if claimed is None:
         return "its items are no longer failed (it was replayed already, or its record is missing)"
+    # The mark is this replay's claim: a concurrent replay of the chunk (or of a duplicate parked copy) finds its
+    # items retrying and leaves them. A failure before the chunk is back takes the claim back (the items are
+    # failed again); a kill leaves a claim that a replay takes over once it is CLAIM_S old.
     work = await services.storage.ensure_queue(lane)
-    await announcer.before(lane)
-    async with translated(f"re-enqueue to {lane}"):
-        await work.send_message(parked.message.chunk_text, time_to_live=NEVER_EXPIRES)
+    try:
+        await announcer.before(lane)
+        async with translated(f"re-enqueue to {lane}"):
+            await work.send_message(parked.message.chunk_text, time_to_live=NEVER_EXPIRES)
+    except Exception:
+        await marks.release(services, chunk.header, claimed)
+        raise
     await announcer.announce(lane, partition)
     await _unpark(services, client, entry, parked)
     log.info(
@@ -223,57 +273,6 @@ async def _unpark(services: Services, client: Any, entry: poison_index.Entry, pa
         log.info("parked message %s was already gone from %s", entry.message_id, parked.queue)
     state = services.storage.container(services.settings.state_container)
     await poison_index.remove(state, parked.queue, entry.message_id)
-
-
-class Parent(Enum):
-    """What a parked chunk's parent result record says of its items."""
-
-    MARKED = "marked"  # they were failed; now retrying (this replay carries them)
-    SETTLED = "settled"  # a later attempt settled them: the parked copy is stale
-    UNSURE = "unsure"  # retrying with no record of the next generation yet (a replay may be in flight), or no record
-
-
-async def _mark_retrying(services: Services, header: envelope.ChunkHeader) -> Parent:
-    """In the parent generation's result record, the replayed items move from `failed` to `retrying`,
-    so the batch counts them once more as pending, then by their new outcome. The record is changed where it
-    is (its blob rewritten over the version read), so it stays the newest of its lineage.
-
-    SETTLED when the parent's records hold none of these items as failed and none as retrying without a record
-    of the generation that carries them: replaying would count them twice, and the parked copy is stale. A
-    concurrent change of the record (another replay, a redelivery) is met by reading it again; if it keeps
-    changing, ReplayConflict, and the chunk stays parked."""
-    positions = set(header.positions or [])
-    container = services.storage.container(services.settings.results_container)
-    for _ in range(MARK_ATTEMPTS):
-        listed = results.newest(await list_entries(container, header.batch_id))
-        parents = [e for e in listed if (e.chunk, e.gen) == (header.chunk, header.gen - 1)]
-        carried = any((e.chunk, e.gen) == (header.chunk, header.gen) for e in listed)
-        for entry in (e for e in parents if e.failed):
-            try:
-                doc, etag = await read_json(container, entry.blob)
-            except ResourceMissing:
-                continue
-            record = results.select(doc, entry)
-            if record is None:
-                continue
-            moving = [f for f in record["failed"] if f["i"] in positions]
-            if not moving:
-                continue
-            record["failed"] = [f for f in record["failed"] if f["i"] not in positions]
-            record["retrying"] = sorted(set(record["retrying"]) | {f["i"] for f in moving})
-            try:
-                await write_json(container, entry.blob, doc, etag=etag, metadata=results.blob_metadata(doc))
-            except PreconditionFailed:
-                log.warning("result blob %s changed while replaying; reading it again", entry.blob)
-                break  # read the lineage again from the listing
-            return Parent.MARKED
-        else:
-            in_flight = any(e.retrying for e in parents) and not carried
-            return Parent.UNSURE if not parents or in_flight else Parent.SETTLED
-    raise ReplayConflict(
-        f"the result record of chunk {header.chunk} of batch {header.batch_id} kept changing; replay it again",
-        batch_id=header.batch_id,
-    )
 
 
 async def _ring(services: Services, queues: set[str]) -> None:

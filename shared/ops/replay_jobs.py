@@ -71,6 +71,7 @@ class Job:
     message_ids: list[str] | None = None
     state: str = "running"  # running | done
     replayed: int = 0
+    set_aside: int = 0  # chunks of final or ended batches met and set aside (`shared.ops.replay`)
     skipped_ids: list[str] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)  # the first SKIPPED_SHOWN, with why
     steps: int = 0
@@ -87,8 +88,9 @@ class Job:
         return cls(**doc)
 
     def step_limit(self) -> int:
-        """What one step may take; a step is sized by time (STEP_S), so without a rate this is all that is left."""
-        left = self.limit - self.replayed - len(self.skipped_ids)
+        """What one step may take; a step is sized by time (STEP_S), so without a rate this is all that is left.
+        Only replayed chunks spend the limit (not those left parked or set aside)."""
+        left = self.limit - self.replayed
         return max(0, left if self.rate is None else min(left, 1 + int(STEP_S * self.rate)))
 
     def view(self) -> dict[str, Any]:
@@ -99,6 +101,7 @@ class Job:
             "limit": self.limit,
             "batch_id": self.batch_id,
             "replayed": self.replayed,
+            "set_aside": self.set_aside,
             "skipped": len(self.skipped_ids),
             "skipped_first": self.skipped,
             "steps": self.steps,
@@ -214,12 +217,11 @@ async def step(services: Services, job_id: str) -> Job | None:
         window_s=STEP_S,
     )
     skipped = answer["skipped"]
-    finished = (
-        not answer["more"] or job.replayed + answer["replayed"] + len(job.skipped_ids) + len(skipped) >= job.limit
-    )
+    finished = not answer["more"] or job.replayed + answer["replayed"] >= job.limit
     done = replace(
         claimed,
         replayed=job.replayed + answer["replayed"],
+        set_aside=job.set_aside + answer["set_aside"],
         skipped_ids=job.skipped_ids + [s["message_id"] for s in skipped],
         skipped=(job.skipped + skipped)[:SKIPPED_SHOWN],
         steps=job.steps + 1,

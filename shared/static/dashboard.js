@@ -459,7 +459,11 @@
       answer.textContent =
         `Replayed ${count(done.replayed)} chunk(s), skipped ${count(skipped.length)}` +
         (skipped.length ? ": " + skipped.map((s) => s.why || s.reason).join("; ") : ".") +
-        (done.replayed ? " It is back on its work queue." : " It was no longer parked (replayed already?).");
+        (done.replayed
+          ? " It is back on its work queue."
+          : done.set_aside
+            ? " Its batch is final, so it was set aside, not replayed: submit its items again as a new batch."
+            : " It was no longer parked (replayed already?).");
     } catch (e) {
       answer.textContent = "Replay failed: " + e.message;
       button.disabled = false;

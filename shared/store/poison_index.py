@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from azure.storage.blob.aio import ContainerClient
@@ -128,6 +128,21 @@ def parked_ms(stamp: str | None, created: datetime | None) -> int:
     if stamp is not None and stamp.isdigit() and len(stamp) <= 15:
         return int(stamp)
     return int(created.timestamp() * 1000) if created is not None else 0
+
+
+async def set_aside(container: ContainerClient, entry: Entry, why: str) -> None:
+    """Keep a parked chunk that is never to be replayed (its batch is final or ended) apart from the index: its
+    entry with why and when, written before the message and the entry are deleted, so nothing is lost between."""
+    doc = entry.to_json() | {"set_aside": why, "set_aside_at": datetime.now(timezone.utc).isoformat()}
+    await write_json(container, layout.set_aside_blob(entry.poison_queue, entry.message_id), doc)
+
+
+async def get_set_aside(container: ContainerClient, poison_queue: str, message_id: str) -> dict[str, Any] | None:
+    try:
+        doc, _ = await read_json(container, layout.set_aside_blob(poison_queue, message_id))
+    except ResourceMissing:
+        return None
+    return dict(doc)
 
 
 async def remove(container: ContainerClient, poison_queue: str, message_id: str) -> None:

@@ -54,7 +54,7 @@ async def test_the_assigned_roles_allow_every_storage_operation_the_app_performs
     ]:
         assert (await app_functions[name](request)).status_code == 200, name
     services.handler = handlers.record
-    replay = http_request("POST", "/api/poison/replay", body=b"{}")
+    replay = http_request("POST", "/api/poison/replay", body=b'{"all": true}')
     assert (await app_functions["poison_replay"](replay)).status_code == 200
     await drain_all(services)
     await app_functions["fallback_poll"](TimerRequest(past_due=False))

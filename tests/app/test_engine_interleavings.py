@@ -25,6 +25,7 @@ from shared.intake.submit import submit
 from shared.store import poison_index
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher, drain_all
+from tests.app.held import Held, hold_first_chunk
 from tests.app.test_drain_engine import poison_messages, submit_ids
 
 # A message put with time_to_live=-1 expires at the end of the calendar (the service's way of saying never).
@@ -87,13 +88,14 @@ async def test_a_long_lived_host_keeps_a_bounded_memory_of_committed_batches(con
 
 
 async def test_work_and_poison_messages_never_expire_on_their_own(configure):
-    services = configure(HANDLER="tests.app.handlers:mixed", CHUNK_MAX_ITEMS="50")
-    await submit_ids(services, ["ok-1", "perm-1"])
+    services = configure(HANDLER="tests.app.handlers:mixed", CHUNK_MAX_ITEMS="2")
+    await submit_ids(services, ["ok-0", "ok-00", "ok-1", "perm-1"])
     work = services.storage.queue(services.settings.work_queue)
-    (queued,) = await work.peek_messages(max_messages=32)
-    assert queued.expires_on is not None
-    assert queued.expires_on >= NEVER, queued.expires_on
+    queued = await work.peek_messages(max_messages=32)
+    assert len(queued) == 2
+    assert all(q.expires_on is not None and q.expires_on >= NEVER for q in queued), queued
 
+    await hold_first_chunk(services)  # its batch is not final, so its parked chunk can be replayed
     await drain_all(services)
 
     poison = services.storage.queue(services.settings.poison_queue(services.settings.work_queue))
@@ -104,7 +106,7 @@ async def test_work_and_poison_messages_never_expire_on_their_own(configure):
 
     from shared.ops import replay
 
-    await replay.replay(services)
+    assert (await replay.replay(services))["replayed"] == 1
     (replayed,) = await work.peek_messages(max_messages=32)
     assert replayed.expires_on is not None
     assert replayed.expires_on >= NEVER, replayed.expires_on
@@ -215,12 +217,23 @@ def fixable_handler():
 
 
 async def parked_then_fixed(configure, handler: str) -> tuple[Any, str]:
-    services = configure(publisher=RecordingPublisher(), HANDLER=handler, CHUNK_MAX_ITEMS="10")
-    batch_id = await submit_ids(services, ["ok-1", "bad-1", "ok-2"])
+    """Chunk 1 (ok-1, bad-1, ok-2) parked while chunk 0 is held back (the batch is not final), then the cause
+    fixed; `finish` releases chunk 0."""
+    services = configure(publisher=RecordingPublisher(), HANDLER=handler, CHUNK_MAX_ITEMS="3")
+    batch_id = await submit_ids(services, ["held-1", "held-2", "held-3", "ok-1", "bad-1", "ok-2"])
+    HELD[batch_id] = await hold_first_chunk(services)
     await drain_all(services)
     assert len(await poison_messages(services)) == 1
     FIXED["now"] = True
     return services, batch_id
+
+
+HELD: dict[str, Held] = {}
+
+
+async def finish(services: Any, batch_id: str) -> None:
+    await HELD.pop(batch_id).release()
+    await drain_all(services)
 
 
 async def counts(services: Any, batch_id: str) -> dict[str, int]:
@@ -244,13 +257,13 @@ async def test_a_duplicate_parked_copy_is_not_replayed_once_its_items_are_no_lon
     await poison_index.add(state, entry)
 
     answer = await replay.replay(services, batch_id=batch_id)
-    await drain_all(services)
+    await finish(services, batch_id)
 
     assert answer["replayed"] == 1
     assert [s["why"] for s in answer["skipped"]] == [
         "its items are no longer failed (it was replayed already, or its record is missing)"
     ]
-    assert await counts(services, batch_id) == {"total": 3, "succeeded": 3, "failed": 0, "pending": 0}
+    assert await counts(services, batch_id) == {"total": 6, "succeeded": 6, "failed": 0, "pending": 0}
     assert handlers.calls["bad-1"] == 2, "once failed, once replayed: not twice replayed"
 
 
@@ -261,7 +274,7 @@ async def test_a_replay_meeting_a_concurrent_change_of_the_parent_record_reads_i
     record (a concurrent replay, or a redelivery's group commit). The write's precondition fails; the replay
     must read again and move the items, not go on with them still failed (they would count twice)."""
     from shared.batch import results
-    from shared.ops import replay
+    from shared.ops import replay, replay_marks
     from shared.store import storage
 
     services, batch_id = await parked_then_fixed(configure, fixable_handler)
@@ -276,13 +289,13 @@ async def test_a_replay_meeting_a_concurrent_change_of_the_parent_record_reads_i
             await storage.write_json(container, name, doc, metadata=results.blob_metadata(doc))
         return doc, etag
 
-    monkeypatch.setattr(replay, "read_json", read_then_race)
+    monkeypatch.setattr(replay_marks, "read_json", read_then_race)
     answer = await replay.replay(services, batch_id=batch_id)
-    await drain_all(services)
+    await finish(services, batch_id)
 
     assert raced, "the race was injected"
     assert answer["replayed"] == 1
-    assert await counts(services, batch_id) == {"total": 3, "succeeded": 3, "failed": 0, "pending": 0}
+    assert await counts(services, batch_id) == {"total": 6, "succeeded": 6, "failed": 0, "pending": 0}
 
 
 # -- 2, 3, 4, 12: every message left behind has a wake-up, and the watchdog comes after them -----------------

@@ -10,16 +10,23 @@ from typing import Any
 
 import azure.functions as func
 import pytest
+from azure.storage.queue.aio import QueueClient
 
 from shared.core import layout
 from shared.intake.submit import submit
 from shared.ops.reports import read_batch_status
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher, drain_all, http_request
+from tests.app.held import Held, hold_first_chunk
 
 SALES = "\n".join(
     json.dumps({"id": f"r-{i}", "amount": "2.50", "currency": "EUR", "author": "a", "distributor": "d"})
     for i in range(30)
+).encode()
+# Ten sales that never fail, before the 30: the chunk a test holds back (`parked_while_processing`).
+LEAD = "\n".join(
+    json.dumps({"id": f"lead-{i}-x", "amount": "1.00", "currency": "EUR", "author": "a", "distributor": "d"})
+    for i in range(10)
 ).encode()
 
 
@@ -28,14 +35,34 @@ async def call(app_functions: Any, name: str, request: Any) -> tuple[int, Any]:
     return response.status_code, json.loads(response.get_body())
 
 
-async def parked(services: Any) -> str:
-    """Submit the 30 sales and drain them: with the test's failing handler, r-7, r-17 and r-27 are parked.
-    Answers the batch id."""
+async def parked_while_processing(services: Any) -> tuple[str, Held]:
+    """Submit the ten lead sales and the 30, hold the first chunk (of lead sales, with CHUNK_MAX_ITEMS at most 10)
+    and drain the rest: with the test's failing handler, r-7, r-17 and r-27 are parked while the batch is still
+    `processing`. Answers the batch id and the held chunk."""
     done = await submit(
-        services, SALES, content_type="application/x-ndjson", content_encoding=None, idempotency_key=None
-    )
+        services, LEAD + b"\n" + SALES, content_type="application/x-ndjson", content_encoding=None,
+        idempotency_key=None,
+    )  # fmt: skip
+    held = await hold_first_chunk(services)
     await drain_all(services)
-    return str(done.manifest.batch_id)
+    assert (await read_batch_status(services, done.manifest.batch_id))["status"] == "processing"
+    return str(done.manifest.batch_id), held
+
+
+HELD: dict[str, Held] = {}
+
+
+async def parked(services: Any) -> str:
+    """`parked_while_processing`, answering the batch id (its held chunk is `HELD[batch_id]`)."""
+    batch_id, HELD[batch_id] = await parked_while_processing(services)
+    return batch_id
+
+
+async def finish(services: Any, batch_id: str) -> dict[str, Any]:
+    """Release the batch's held chunk, drain, and answer its status."""
+    await HELD.pop(batch_id).release()
+    await drain_all(services)
+    return await read_batch_status(services, batch_id)
 
 
 async def test_parked_chunks_can_be_listed_inspected_and_replayed_once(configure, app_functions):
@@ -43,11 +70,7 @@ async def test_parked_chunks_can_be_listed_inspected_and_replayed_once(configure
     services = configure(
         publisher=publisher, HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="2", CHUNK_MAX_ITEMS="10"
     )
-    done = await submit(
-        services, SALES, content_type="application/x-ndjson", content_encoding=None, idempotency_key=None
-    )
-    batch_id = done.manifest.batch_id
-    await drain_all(services)
+    batch_id, held = await parked_while_processing(services)  # its first chunk is still on its way
     assert (await read_batch_status(services, batch_id))["items"]["failed"] == 3  # r-7, r-17, r-27
 
     code, listing = await call(app_functions, "poison_list", http_request("GET", "/api/poison"))
@@ -79,14 +102,15 @@ async def test_parked_chunks_can_be_listed_inspected_and_replayed_once(configure
     assert replayed["replayed"] == 3
     assert ("replay", services.settings.work_queue) in [(e.reason.value, e.queue) for e, _ in publisher.events]
 
+    await held.release()
     await drain_all(services)
     status = await read_batch_status(services, batch_id)
     assert status["status"] == "completed"
-    assert status["items"] == {"total": 30, "succeeded": 30, "failed": 0, "pending": 0}
-    assert Counter(handlers.calls.values()) == Counter({1: 3}), "only the three parked items ran again"
+    assert status["items"] == {"total": 40, "succeeded": 40, "failed": 0, "pending": 0}
+    assert Counter(handlers.calls.values()) == Counter({1: 13}), "the held chunk and the three parked items, once"
 
     code, again = await call(app_functions, "poison_replay", http_request("POST", "/api/poison/replay", body=body))
-    assert (code, again["replayed"]) == (200, 0), "a second replay finds nothing to do"
+    assert (code, again["error"]["code"]) == (409, "batch_final"), "a final batch is never replayed"
 
 
 async def test_inspecting_an_unknown_parked_chunk_is_a_json_404(configure, app_functions):
@@ -124,8 +148,8 @@ async def test_an_oversized_replay_body_is_a_413(configure, app_functions):
 
 @pytest.mark.slow
 async def test_inspecting_parked_chunks_hides_nothing_costs_a_few_calls_and_replay_finds_them_all(configure):
-    """40 parked chunks: looking one up (known, beyond the first page, or unknown) costs a few storage calls
-    and leaves every message visible; a replay of the batch that runs while others inspect finds all 40."""
+    """39 parked chunks: looking one up (known, beyond the first page, or unknown) costs a few storage calls
+    and leaves every message visible; a replay of the batch that runs while others inspect finds all 39."""
     import asyncio
 
     from shared.core.errors import NotFound
@@ -143,12 +167,13 @@ async def test_inspecting_parked_chunks_hides_nothing_costs_a_few_calls_and_repl
         content_encoding=None,
         idempotency_key=None,
     )
+    await hold_first_chunk(services)  # the batch is not final: its parked chunks can be replayed
     await drain_all(services)
     poison = services.storage.queue(services.settings.poison_queue(services.settings.work_queue))
     assert len(await poison.peek_messages(max_messages=32)) == 32
     state = services.storage.container(services.settings.state_container)
     entries = await poison_index.find(state, poison.queue_name, batch_id=None, message_ids=None, limit=100)
-    assert len(entries) == 40
+    assert len(entries) == 39
 
     with metering.tally() as calls:
         with pytest.raises(NotFound):
@@ -165,7 +190,7 @@ async def test_inspecting_parked_chunks_hides_nothing_costs_a_few_calls_and_repl
     answer, *_ = await asyncio.gather(
         replay.replay(services, batch_id=done.manifest.batch_id), inspect_unknown(), inspect_unknown()
     )
-    assert answer["replayed"] == 40
+    assert answer["replayed"] == 39
     assert (await poison.get_queue_properties()).approximate_message_count == 0
 
 
@@ -176,18 +201,15 @@ async def test_a_paced_replay_spaces_its_chunks_and_takes_what_its_pace_allows_i
         MAX_DEQUEUE_COUNT="1",
         CHUNK_MAX_ITEMS="10",
     )
-    done = await submit(
-        services, SALES, content_type="application/x-ndjson", content_encoding=None, idempotency_key=None
-    )
-    await drain_all(services)
-    assert (await read_batch_status(services, done.manifest.batch_id))["items"]["failed"] == 3
+    batch_id, _ = await parked_while_processing(services)
+    assert (await read_batch_status(services, batch_id))["items"]["failed"] == 3
 
     for bad in (0, -1, "fast", True, 1001):
-        body = json.dumps({"rate": bad}).encode()
+        body = json.dumps({"rate": bad, "batch_id": batch_id}).encode()
         code, _ = await call(app_functions, "poison_replay", http_request("POST", "/api/poison/replay", body=body))
         assert code == 400, bad
 
-    paced = json.dumps({"batch_id": done.manifest.batch_id, "rate": 4, "limit": 10}).encode()
+    paced = json.dumps({"batch_id": batch_id, "rate": 4, "limit": 10}).encode()
     code, replayed = await call(app_functions, "poison_replay", http_request("POST", "/api/poison/replay", body=paced))
     assert code == 200, replayed
     assert replayed["replayed"] == 3
@@ -196,7 +218,7 @@ async def test_a_paced_replay_spaces_its_chunks_and_takes_what_its_pace_allows_i
 
     # A pace too slow for one answer takes what it allows in 60 s (here one chunk) and says so.
     await drain_all(services)  # the three fail again (the handler still fails sevens) and are parked again
-    slow = json.dumps({"rate": 0.01}).encode()
+    slow = json.dumps({"all": True, "rate": 0.01}).encode()
     code, some = await call(app_functions, "poison_replay", http_request("POST", "/api/poison/replay", body=slow))
     assert (code, some["replayed"], some["limit"]) == (200, 1, 1), some
 
@@ -247,9 +269,8 @@ async def test_a_background_replay_runs_in_paced_steps_with_its_progress_in_its_
     assert (status["state"], status["replayed"], status["skipped"], status["steps"]) == ("done", 3, 0, 2), status
     assert status["finished_at"] is not None
     assert served == 2, "no step is published after the job is done"
-    await drain_all(services)
-    after = await read_batch_status(services, batch_id)
-    assert after["items"] == {"total": 30, "succeeded": 30, "failed": 0, "pending": 0}
+    after = await finish(services, batch_id)
+    assert after["items"] == {"total": 40, "succeeded": 40, "failed": 0, "pending": 0}
 
 
 async def test_a_background_replay_whose_step_event_was_lost_is_published_again_when_its_status_is_read(
@@ -310,8 +331,7 @@ async def test_a_replay_that_meets_service_bus_down_rings_its_doorbell_and_arms_
             break
         await asyncio.sleep(0.1)
     assert publisher.reasons() == ["replay", "look"]
-    await drain_all(services)
-    assert (await read_batch_status(services, batch_id))["status"] == "completed"
+    assert (await finish(services, batch_id))["status"] == "completed"
 
 
 async def post_replay(app_functions: Any, doc: dict[str, Any]) -> tuple[int, Any]:
@@ -328,7 +348,7 @@ async def test_a_replay_with_a_malformed_batch_id_or_a_null_background_is_refuse
         ({"batch_id": "A" * 32}, "batch_id"),
         ({"message_ids": ["../x"]}, "message_ids"),
         ({"background": None}, "background"),
-        ({"rate": None, "background": None}, "background"),
+        ({"rate": None, "background": None}, "rate"),
     ):
         code, body = await post_replay(app_functions, doc)
         assert code == 400, (doc, body)
@@ -350,7 +370,7 @@ async def test_an_unpaced_replay_stops_at_its_time_bound_and_says_there_is_more(
     batch_id = await parked(services)
     answers = []
     for _ in range(4):
-        code, answer = await post_replay(app_functions, {"batch_id": batch_id, "rate": None})
+        code, answer = await post_replay(app_functions, {"batch_id": batch_id})
         assert code == 200, answer
         answers.append((answer["replayed"], answer["more"]))
     assert answers == [(1, True), (1, True), (1, False), (0, False)], answers
@@ -378,7 +398,7 @@ async def test_a_replay_that_fails_part_way_has_already_rung_for_the_chunks_it_p
     configure, app_functions, monkeypatch, where
 ):
     from shared.engine import lane_queues
-    from shared.ops import replay
+    from shared.ops import replay_marks
 
     publisher = RecordingPublisher()
     services = configure(
@@ -391,19 +411,22 @@ async def test_a_replay_that_fails_part_way_has_already_rung_for_the_chunks_it_p
     if where == "mark-after":
         failing(monkeypatch, lane_queues, "mark", after=1)  # the mark before the chunk goes back works
     else:
-        failing(monkeypatch, replay, "list_entries", after=1)
+        failing(monkeypatch, replay_marks, "list_entries", after=1)
     code, answer = await post_replay(app_functions, {"batch_id": batch_id})
     work = services.storage.queue(services.settings.work_queue)
     assert (await work.get_queue_properties()).approximate_message_count >= 1, "a chunk went back"
     assert publisher.reasons() == ["replay", "look"], (code, answer, publisher.reasons())
 
 
-async def test_a_replay_whose_lane_cannot_be_marked_first_leaves_the_chunk_parked_and_rings_nothing(
-    configure, app_functions, monkeypatch
+@pytest.mark.parametrize("where", ["lane-mark", "send", "killed"])
+async def test_a_replay_that_fails_part_way_leaves_a_state_a_later_replay_completes(
+    configure, app_functions, monkeypatch, where
 ):
-    """The lane is marked before a chunk goes back to it (as a submit's is), so no drainer records it quiet while
-    it holds the chunk; when that mark fails, the chunk stays parked for the next replay: nothing went back
-    unannounced, nothing is lost."""
+    """Issue 36 item 1. A replay claims a parked chunk by marking its items retrying in the parent record, then
+    marks the lane and sends the chunk. When the lane's mark or the send fails, the claim is taken back (the items
+    are failed again, with their reasons); when the replay dies after its claim (here: the take-back fails too),
+    a later replay takes the claim over once it is CLAIM_S old. Either way the batch reads as it did, and a later
+    replay completes it: no chunk is left counted pending with nothing to carry it."""
     from shared.engine import lane_queues
 
     publisher = RecordingPublisher()
@@ -411,17 +434,45 @@ async def test_a_replay_whose_lane_cannot_be_marked_first_leaves_the_chunk_parke
         publisher=publisher, HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1", CHUNK_MAX_ITEMS="1"
     )
     batch_id = await parked(services)
+    before = await read_batch_status(services, batch_id)
+    assert before["items"] == {"total": 40, "succeeded": 36, "failed": 3, "pending": 1}, before
+    lines = await export(app_functions, batch_id)
     publisher.events.clear()
-    failing(monkeypatch, lane_queues, "mark", after=0)
+    services.handler = handlers.record  # the cause is fixed
+    if where == "send":
+        failing(monkeypatch, lane_queues, "mark", after=1)  # the lane's mark works; the send below does not
+        monkeypatch.setattr(QueueClient, "send_message", refused_send)
+    else:
+        failing(monkeypatch, lane_queues, "mark", after=0)
+    if where == "killed":
+        from shared.ops import replay_marks
+
+        failing(monkeypatch, replay_marks, "write_json", after=1)  # the claim is written, its take-back is not
     code, answer = await post_replay(app_functions, {"batch_id": batch_id})
     assert code == 503, answer
     work = services.storage.queue(services.settings.work_queue)
-    assert (await work.get_queue_properties()).approximate_message_count == 0, "nothing went back"
-    assert publisher.reasons() == []
+    assert (await work.get_queue_properties()).approximate_message_count == 1, "nothing went back (one held)"
     monkeypatch.undo()
+    if where == "killed":
+        assert (await read_batch_status(services, batch_id))["items"]["pending"] == 2, "a claim left behind"
+        code, answer = await post_replay(app_functions, {"batch_id": batch_id})
+        assert (code, answer["replayed"]) == (200, 2), "a replay leaves a fresh claim alone"
+        monkeypatch.setattr(replay_marks, "CLAIM_S", 0)  # time passes
+    else:
+        assert (await read_batch_status(services, batch_id))["items"] == before["items"], "it reads as before"
+        assert await export(app_functions, batch_id) == lines, "the failures' reasons are back"
     code, answer = await post_replay(app_functions, {"batch_id": batch_id})
-    assert code == 200, answer
-    assert answer["replayed"] >= 1, answer
+    assert (code, answer["replayed"]) == (200, 1 if where == "killed" else 3), answer
+    status = await finish(services, batch_id)
+    assert status["status"] == "completed", status
+    assert status["items"] == {"total": 40, "succeeded": 40, "failed": 0, "pending": 0}, status
+
+
+async def refused_send(*args: Any, **kwargs: Any) -> Any:
+    """A queue's send that fails (a re-enqueue that storage refuses)."""
+    from shared.core.errors import StorageUnavailable
+
+    raise StorageUnavailable("send_message", "storage is down (injected)")
 
 
 async def test_a_background_step_is_sized_by_time_not_by_count(configure, monkeypatch):
@@ -499,7 +550,7 @@ async def test_a_stale_parked_copy_whose_items_a_later_attempt_settled_is_delete
     code, answer = await post_replay(app_functions, {"batch_id": batch_id})
     assert (code, answer["replayed"]) == (200, 3), answer
     await drain_all(services)
-    assert (await read_batch_status(services, batch_id))["status"] == "completed"
+    assert (await read_batch_status(services, batch_id))["items"]["succeeded"] == 30, "all but the held chunk"
     # The same chunks parked twice (a redelivery's second park): copies whose items are settled now.
     poison = services.storage.queue(poison_name)
     for entry in copies:
@@ -512,7 +563,7 @@ async def test_a_stale_parked_copy_whose_items_a_later_attempt_settled_is_delete
     assert all("deleted" in s["why"] for s in answer["skipped"]), answer
     assert (await poison.get_queue_properties()).approximate_message_count == 0
     assert await poison_index.find(state, poison_name, batch_id=batch_id, message_ids=None, limit=10) == []
-    assert (await read_batch_status(services, batch_id))["items"]["succeeded"] == 30
+    assert (await finish(services, batch_id))["items"]["succeeded"] == 40
 
 
 async def test_a_limited_replay_takes_the_oldest_parked_chunks_whatever_their_message_ids(configure):
@@ -553,3 +604,117 @@ async def test_the_parked_listing_pages_through_every_parked_chunk_newest_first(
     for bad in ({"limit": "0"}, {"limit": "1" * 4400}, {"continuation": "x"}, {"limt": "2"}):
         code, refused = await page(**bad)
         assert code == 400, (bad, refused)
+
+
+async def final_with_parked(services: Any) -> str:
+    """The 30 sales, drained: r-7, r-17 and r-27 parked and the batch final (`completed_with_failures`)."""
+    done = await submit(
+        services, SALES, content_type="application/x-ndjson", content_encoding=None, idempotency_key=None
+    )
+    await drain_all(services)
+    return str(done.manifest.batch_id)
+
+
+def outcome(status: dict[str, Any]) -> tuple[Any, ...]:
+    return status["status"], status["items"], status["chunks"], status["completed_at"]
+
+
+async def export(app_functions: Any, batch_id: str) -> list[Any]:
+    request = http_request("GET", f"/api/batches/{batch_id}/results", batch_id=batch_id)
+    response = await app_functions["batch_results"](request)
+    assert response.status_code == 200
+    return [json.loads(line) for line in response.get_body().splitlines()]
+
+
+async def test_a_replay_of_a_final_batch_is_refused_and_changes_nothing(configure, app_functions):
+    """Issue 36 item 12: a final batch's outcome never changes, so a replay naming it is a 409 `batch_final`;
+    its status, export and parked chunks stay what they were, and nothing goes back on the work queue."""
+    services = configure(
+        publisher=RecordingPublisher(), HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1",
+        CHUNK_MAX_ITEMS="10",
+    )  # fmt: skip
+    batch_id = await final_with_parked(services)
+    before = await read_batch_status(services, batch_id)
+    assert before["status"] == "completed_with_failures"
+    lines = await export(app_functions, batch_id)
+    services.handler = handlers.record  # the cause is fixed, but the batch's outcome was reported
+    code, answer = await post_replay(app_functions, {"batch_id": batch_id})
+    assert (code, answer["error"]["code"]) == (409, "batch_final"), answer
+    assert "new batch" in answer["error"]["message"]
+    await drain_all(services)
+    assert outcome(await read_batch_status(services, batch_id)) == outcome(before)
+    assert await export(app_functions, batch_id) == lines
+    poison = services.storage.queue(services.settings.poison_queue(services.settings.work_queue))
+    assert (await poison.get_queue_properties()).approximate_message_count == 3, "still parked, for inspection"
+
+
+async def test_a_replay_of_everything_sets_aside_ended_and_final_batches_chunks_without_spending_its_limit(
+    configure, app_functions
+):
+    """Issue 36 items 5 and 12: the oldest parked chunks are those of a cancelled batch and of a final one; a
+    replay of everything with `limit: 1` sets them aside (out of the poison queue, still inspectable) and
+    replays the oldest chunk of a batch still processing, instead of answering `replayed 0, more true` forever."""
+    from shared.ops import lifecycle
+
+    services = configure(
+        publisher=RecordingPublisher(), HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1",
+        CHUNK_MAX_ITEMS="10",
+    )  # fmt: skip
+    cancelled = await parked(services)
+    await lifecycle.cancel(services, cancelled)
+    final = await final_with_parked(services)
+    open_id = await parked(services)
+    statuses = {b: outcome(await read_batch_status(services, b)) for b in (cancelled, final)}
+    poison = services.storage.queue(services.settings.poison_queue(services.settings.work_queue))
+    assert (await poison.get_queue_properties()).approximate_message_count == 9
+    first_final = next(m for m in await poison.peek_messages(max_messages=32) if final in m.content).id
+
+    code, answer = await post_replay(app_functions, {"all": True, "limit": 1})
+    assert code == 200, answer
+    assert (answer["replayed"], answer["set_aside"], answer["more"]) == (1, 6, True), answer
+    assert {c["batch_id"] for c in answer["chunks"]} == {open_id}
+    assert (await poison.get_queue_properties()).approximate_message_count == 2
+    code, answer = await post_replay(app_functions, {"all": True})
+    assert (code, answer["replayed"], answer["set_aside"], answer["more"]) == (200, 2, 0, False), answer
+    assert (await poison.get_queue_properties()).approximate_message_count == 0, "poison depth back to 0"
+    for batch_id, status in statuses.items():
+        assert outcome(await read_batch_status(services, batch_id)) == status, "a set-aside chunk changes nothing"
+    code, kept = await call(
+        app_functions, "poison_detail", http_request("GET", f"/api/poison/{first_final}", message_id=first_final)
+    )
+    assert code == 200, kept
+    assert (kept["batch_id"], kept["replayable"]) == (final, False)
+    assert "final" in kept["set_aside"], kept
+    services.handler = handlers.record
+    assert (await finish(services, open_id))["status"] == "completed"
+
+
+async def test_a_replay_that_names_nothing_or_a_null_is_a_400_and_replays_nothing(configure, app_functions):
+    """Issue 36 item 15: an empty body, `{}` or a null never widens a replay to every parked chunk of every
+    tenant; replaying everything takes `"all": true`, alone."""
+    services = configure(
+        publisher=RecordingPublisher(), HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1",
+        CHUNK_MAX_ITEMS="10",
+    )  # fmt: skip
+    batch_id = await parked(services)
+    poison = services.storage.queue(services.settings.poison_queue(services.settings.work_queue))
+    for body, named in (
+        (b"", "name what to replay"),
+        (b"  ", "name what to replay"),
+        (b"{}", "name what to replay"),
+        (b'{"batch_id": null}', '"batch_id" must not be null'),
+        (b'{"message_ids": null}', '"message_ids" must not be null'),
+        (b'{"all": null}', '"all" must not be null'),
+        (b'{"all": false}', '"all" must be true'),
+        (b'{"limit": 5}', "name what to replay"),
+        (b'{"batch_id": null, "limit": null}', '"batch_id" must not be null'),
+        (json.dumps({"all": True, "batch_id": batch_id}).encode(), "cannot be combined"),
+    ):
+        request = http_request("POST", "/api/poison/replay", body=body)
+        code, answer = await call(app_functions, "poison_replay", request)
+        assert code == 400, (body, answer)
+        assert answer["error"]["code"] == "malformed_request"
+        assert named in answer["error"]["message"], (body, answer)
+    assert (await poison.get_queue_properties()).approximate_message_count == 3, "nothing was replayed"
+    code, answer = await post_replay(app_functions, {"all": True})
+    assert (code, answer["replayed"]) == (200, 3), answer

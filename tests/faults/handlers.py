@@ -6,7 +6,9 @@ several hosts. It waits `$FAULT_CHUNK_DELAY_S` per chunk, so kills land while ch
 
 Items may ask to fail: `"fail": "transient"` fails on the first attempt only, `"always"` fails
 (retryably) on every attempt, `"permanent"` fails at once with `retryable=False`, `"until-fixed"` fails
-permanently until the file `$FAULT_LOG_DIR/fixed` exists (an operator fixed the cause; then replay).
+permanently until the file `$FAULT_LOG_DIR/fixed` exists (an operator fixed the cause; then replay), and
+`"held"` keeps its chunk in the handler until the file `$FAULT_LOG_DIR/released` exists, then succeeds (its
+batch is not final meanwhile: a final batch's parked chunks are never replayed).
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ def outcome(item: Any, attempt: int) -> ItemOutcome:
 
 async def record(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
     note([str(item["id"]) for item in items])
+    if any(isinstance(item, dict) and item.get("fail") == "held" for item in items):
+        # The release is a file another process writes: no event of this process can carry it.
+        while not (Path(os.environ["FAULT_LOG_DIR"]) / "released").exists():  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
     await asyncio.sleep(float(os.environ.get("FAULT_CHUNK_DELAY_S", "0")))
     return ChunkResult([outcome(item, context.attempt) for item in items])
 

@@ -96,9 +96,15 @@ def test_concurrent_replays_with_duplicate_parked_copies_count_every_item_once(
     stack = start_stack({"CHUNK_MAX_ITEMS": str(chunk_items), "FALLBACK_SCHEDULE": "*/2 * * * * *"})
     items = [{"id": f"{stack.token}-{n}", **({"fail": "until-fixed"} if n % 50 == 7 else {})} for n in range(3_000)]
     parked_items = sum(1 for i in items if i.get("fail"))
+    items.append({"id": f"{stack.token}-held", "fail": "held"})  # its own chunk, in the handler until released
     batch_id = stack.submit(items)["batch_id"]
-    status = stack.wait_completed(batch_id, timeout_s=120)
-    assert status["items"]["failed"] == parked_items, status
+
+    def all_parked() -> dict[str, object] | None:
+        now = stack.status(batch_id)
+        return now if now and now["items"]["failed"] == parked_items else None
+
+    status = wait_until(all_parked, 120, "every failing item parked")
+    assert status["status"] == "processing", "the held chunk keeps the batch from being final"
 
     poison = stack.queue(f"{stack.work_queue}-poison")
     parked = poison.peek_messages(max_messages=32)
@@ -119,6 +125,7 @@ def test_concurrent_replays_with_duplicate_parked_copies_count_every_item_once(
         replies = list(pool.map(lambda _: call(url, "POST", body, {"Content-Type": "application/json"}), range(4)))
     assert all(r.status == 200 for r in replies), [(r.status, r.body[:200]) for r in replies]
     replayed = sum(r.json()["replayed"] for r in replies)
+    (stack.handler_logs / "released").write_text("the held chunk may finish\n")
 
     def settled() -> dict[str, object] | None:
         now = stack.status(batch_id)

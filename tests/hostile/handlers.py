@@ -2,13 +2,17 @@
 
 Every item succeeds, whatever JSON value it is (schemathesis sends any), except an object with
 `"fragile": true` while the file `$HOSTILE_BROKEN_FLAG` exists: it fails retryably, so it ends up
-parked. Deleting the file is "fixing the cause" before a replay. Each item with an `"id"` is noted in
-`$HOSTILE_LOG_DIR/<pid>.log` (one id a line, one append per chunk) so a test can count executions.
+parked (`"fragile": "permanent"`: it fails for good at once, parked on its first attempt). Deleting the
+file is "fixing the cause" before a replay. An object with `"held": true` keeps its chunk in the handler
+while the file `$HOSTILE_BROKEN_FLAG.held` exists (its batch is not final meanwhile: a final batch's parked
+chunks are never replayed). Each item with an `"id"` is noted in `$HOSTILE_LOG_DIR/<pid>.log` (one id a
+line, one append per chunk) so a test can count executions.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,10 +35,15 @@ def note(items: Sequence[Any]) -> None:
 def outcome(item: Any, broken: bool) -> ItemOutcome:
     if broken and isinstance(item, dict) and item.get("fragile") is True:
         return ItemOutcome.failure(f"item {item.get('id')} hit the broken dependency")
+    if broken and isinstance(item, dict) and item.get("fragile") == "permanent":
+        return ItemOutcome.failure(f"item {item.get('id')} hit the broken dependency", retryable=False)
     return ItemOutcome.success(None)
 
 
 def settle(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
     note(items)
+    if any(isinstance(item, dict) and item.get("held") is True for item in items):
+        while Path(os.environ["HOSTILE_BROKEN_FLAG"] + ".held").exists():
+            time.sleep(0.05)
     broken = Path(os.environ["HOSTILE_BROKEN_FLAG"]).exists()
     return ChunkResult([outcome(item, broken) for item in items])

@@ -1,0 +1,127 @@
+"""A replay's claim on a parked chunk: its items move from `failed` to `retrying` in the parent result record.
+
+The parent generation's record is the one place every replay of a chunk, and of each duplicate parked copy of it,
+looks: rewriting it over the version read (its ETag) is what lets exactly one replay carry the items. The mark
+also counts them pending again, so it must never outlive a chunk that is not on its way: a replay that fails
+before the chunk is back takes it back (`release`), and a mark left by a replay that died (kill -9, a lost
+answer) is taken over by a later replay once it is CLAIM_S old (`claim`), instead of leaving the chunk parked and
+its items pending for good (issue 36 item 1). A takeover may send a chunk its dead replay had sent already: both
+copies record the same lineage, which counts once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from shared.batch import envelope, results
+from shared.batch.results import ResultEntry
+from shared.core.errors import PreconditionFailed, ReplayConflict, ResourceMissing, StorageError
+from shared.services import Services
+from shared.store.result_store import list_entries
+from shared.store.storage import read_json, write_json
+
+log = logging.getLogger(__name__)
+
+MARK_ATTEMPTS = 5  # reads of a parent record that keeps changing under a replay before giving up
+CLAIM_S = 300  # a replay's mark older than this, with no record of the generation it carries, is taken over
+CLAIMED_MS = "replay_claimed_ms"  # in a record: when a replay last marked some of its items retrying (epoch ms)
+
+
+class Parent(Enum):
+    """What a parked chunk's parent result record says of its items."""
+
+    MARKED = "marked"  # they were failed (or held by a replay that died); now retrying, carried by this replay
+    SETTLED = "settled"  # a later attempt settled them: the parked copy is stale
+    UNSURE = "unsure"  # retrying with no record of the next generation yet (a replay in flight), or no record
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The parent record this replay marked (its lineage) and the failures it moved to `retrying` (with their
+    reasons, to put back if the chunk does not go back)."""
+
+    entry: ResultEntry
+    moved: list[dict[str, Any]] = field(default_factory=list)
+
+
+async def claim(services: Services, header: envelope.ChunkHeader) -> tuple[Parent, Claim | None]:
+    """Mark the chunk's items retrying in the parent generation's record, where they are failed (or held by a
+    replay's mark older than CLAIM_S with no record of the generation it sent): MARKED with the claim. The
+    record is rewritten where it is (over the version read), so it stays the newest of its lineage.
+
+    SETTLED when the parent's records hold none of these items as failed and none as retrying without a record
+    of the generation that carries them: replaying would count them twice, and the parked copy is stale. A
+    concurrent change of the record (another replay, a redelivery) is met by reading it again; if it keeps
+    changing, ReplayConflict, and the chunk stays parked."""
+    positions = set(header.positions or [])
+    container = services.storage.container(services.settings.results_container)
+    for _ in range(MARK_ATTEMPTS):
+        listed = results.newest(await list_entries(container, header.batch_id))
+        parents = [e for e in listed if (e.chunk, e.gen) == (header.chunk, header.gen - 1)]
+        carried = any((e.chunk, e.gen) == (header.chunk, header.gen) for e in listed)
+        now_ms = time.time_ns() // 1_000_000
+        for entry in (e for e in parents if e.failed or (e.retrying and not carried)):
+            try:
+                doc, etag = await read_json(container, entry.blob)
+            except ResourceMissing:
+                continue
+            record = results.select(doc, entry)
+            if record is None:
+                continue
+            moving = [f for f in record["failed"] if f["i"] in positions]
+            abandoned = (
+                not carried
+                and positions & set(record["retrying"])
+                and int(record.get(CLAIMED_MS, 0)) + CLAIM_S * 1000 < now_ms
+            )
+            if not moving and not abandoned:
+                continue
+            record["failed"] = [f for f in record["failed"] if f["i"] not in positions]
+            record["retrying"] = sorted(set(record["retrying"]) | {f["i"] for f in moving})
+            record[CLAIMED_MS] = now_ms
+            try:
+                await write_json(container, entry.blob, doc, etag=etag, metadata=results.blob_metadata(doc))
+            except PreconditionFailed:
+                log.warning("result blob %s changed while replaying; reading it again", entry.blob)
+                break  # read the lineage again from the listing
+            if abandoned:
+                log.warning("chunk %d of batch %s: taking over a replay's mark older than %d s",
+                            header.chunk, header.batch_id, CLAIM_S)  # fmt: skip
+            return Parent.MARKED, Claim(entry, moving)
+        else:
+            in_flight = any(e.retrying for e in parents) and not carried
+            return (Parent.UNSURE if not parents or in_flight else Parent.SETTLED), None
+    raise ReplayConflict(
+        f"the result record of chunk {header.chunk} of batch {header.batch_id} kept changing; replay it again",
+        batch_id=header.batch_id,
+    )
+
+
+async def release(services: Services, header: envelope.ChunkHeader, claimed: Claim) -> None:
+    """The chunk did not go back: its moved items are failed again, with their reasons (best effort: a mark left
+    behind is taken over after CLAIM_S)."""
+    if not claimed.moved:
+        return
+    container = services.storage.container(services.settings.results_container)
+    moved = {f["i"]: f for f in claimed.moved}
+    try:
+        for _ in range(MARK_ATTEMPTS):
+            doc, etag = await read_json(container, claimed.entry.blob)
+            record = results.select(doc, claimed.entry)
+            if record is None:
+                return
+            back = [moved[i] for i in record["retrying"] if i in moved]
+            record["retrying"] = [i for i in record["retrying"] if i not in moved]
+            record["failed"] = sorted([*record["failed"], *back], key=lambda f: int(f["i"]))
+            try:
+                await write_json(container, claimed.entry.blob, doc, etag=etag, metadata=results.blob_metadata(doc))
+            except PreconditionFailed:
+                continue
+            return
+    except StorageError as e:
+        log.warning("chunk %d of batch %s: its replay's mark stays (a replay takes it over after %d s): %s",
+                    header.chunk, header.batch_id, CLAIM_S, e)  # fmt: skip
