@@ -11,9 +11,9 @@ line, one append per chunk) so a test can count executions.
 
 from __future__ import annotations
 
+import asyncio
 import os
-import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +40,19 @@ def outcome(item: Any, broken: bool) -> ItemOutcome:
     return ItemOutcome.success(None)
 
 
-def settle(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
+async def held(items: Sequence[Any]) -> ChunkResult:
+    """Succeeds once `$HOSTILE_BROKEN_FLAG.held` is gone, waiting on the event loop, not on one of the few
+    threads sync handlers share (the other chunks' calls go on meanwhile)."""
+    flag = Path(os.environ["HOSTILE_BROKEN_FLAG"] + ".held")
+    # Another process removes the file: no event of this one can carry it.
+    while flag.exists():  # noqa: ASYNC110, ASYNC240
+        await asyncio.sleep(0.05)
+    return ChunkResult([ItemOutcome.success(None) for _ in items])
+
+
+def settle(items: Sequence[Any], context: ChunkContext) -> ChunkResult | Coroutine[Any, Any, ChunkResult]:
     note(items)
     if any(isinstance(item, dict) and item.get("held") is True for item in items):
-        while Path(os.environ["HOSTILE_BROKEN_FLAG"] + ".held").exists():
-            time.sleep(0.05)
+        return held(items)  # a sync handler may answer a coroutine: the engine awaits it on its loop
     broken = Path(os.environ["HOSTILE_BROKEN_FLAG"]).exists()
     return ChunkResult([outcome(item, broken) for item in items])
