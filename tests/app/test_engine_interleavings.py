@@ -155,7 +155,7 @@ async def test_a_failed_watchdog_reschedule_keeps_the_previous_watchdog(configur
 # -- 1: a resumed submit later than STAGING_TTL_S ---------------------------------------------------------------
 
 
-async def test_a_resumed_submit_is_judged_by_its_own_attempt_not_the_first_one(configure):
+async def test_a_resumed_submit_is_judged_by_its_own_attempt_not_the_first_one(configure, monkeypatch):
     """The first attempt began two hours ago and stopped; the key's retry comes now. A drainer that meets a
     chunk of the retry while it is still enqueueing must wait for it, not discard it as abandoned."""
     from shared.batch.batches import Manifest, State, items_digest, new_attempt, new_batch_id
@@ -183,13 +183,33 @@ async def test_a_resumed_submit_is_judged_by_its_own_attempt_not_the_first_one(c
     assert resumed[0].created_at == long_ago.isoformat(), "readers still see when the batch was first created"
     await store(services, prepare(resumed[0], chunks[:1], [queue]))  # still enqueueing: one chunk so far
 
+    hidden_s: list[int] = []  # each put-back's visibility timeout, as the queue is asked for it
+    update_message = QueueClient.update_message
+
+    async def noting(client: QueueClient, *args: Any, **kwargs: Any) -> Any:
+        hidden_s.append(kwargs["visibility_timeout"])
+        return await update_message(client, *args, **kwargs)
+
+    monkeypatch.setattr(QueueClient, "update_message", noting)
     report = await Drainer(services, queue).run()
 
-    assert report.waiting == 1, "the retry's chunk is put back until the retry commits"
-    assert await services.storage.queue(queue).peek_messages() == [], "hidden for a moment, not deleted"
+    # However long the drain took (a busy machine may receive the chunk again after its first second), the
+    # chunk was put back, first for 1 s (a fresh attempt's wait, not 2), never deleted, and comes back.
+    assert report.waiting >= 1, "the retry's chunk is put back until the retry commits"
+    assert hidden_s[:1] == [1], hidden_s
     assert (await services.storage.queue(queue).get_queue_properties()).approximate_message_count == 1
-    await asyncio.sleep(1.5)
-    assert len(await services.storage.queue(queue).peek_messages()) == 1, "hidden for 1 s the first time, not 2"
+    assert await visible_again(services.storage.queue(queue)), "hidden for a while, not deleted"
+
+
+async def visible_again(queue: QueueClient, deadline_s: float = 60.0) -> bool:
+    """Whether a message of the queue is visible again within a generous deadline (the event, not a duration)."""
+    loop = asyncio.get_running_loop()
+    until = loop.time() + deadline_s
+    while loop.time() < until:
+        if await queue.peek_messages():
+            return True
+        await asyncio.sleep(0.1)
+    return False
 
 
 # -- 7 and 10: replay races ---------------------------------------------------------------------------------

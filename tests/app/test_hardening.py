@@ -199,14 +199,16 @@ async def test_a_drainer_with_no_share_of_the_in_flight_limit_receives_nothing(c
     services = configure(publisher=RecordingPublisher(), HANDLER=RECORD, HANDLER_MAX_IN_FLIGHT="1", CHUNK_MAX_ITEMS="1")
     await submit_to(services, "x", 200)
     gate = asyncio.Event()
+    in_handler = asyncio.Event()
 
     async def held(context: ChunkContext) -> None:
+        in_handler.set()
         await gate.wait()
 
     handlers.on_chunk.append(held)
     queue = services.settings.work_queue
     first = asyncio.create_task(Drainer(services, queue, slot=0, budget_s=8).run())
-    await asyncio.sleep(1.5)
+    await asyncio.wait_for(in_handler.wait(), 60)  # the first holds its lease and the one place, however slow
     second = await Drainer(services, queue, slot=1, budget_s=3).run()
     gate.set()
     await first

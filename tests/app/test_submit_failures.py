@@ -26,13 +26,18 @@ BODY = "\n".join(json.dumps(i) for i in ITEMS).encode()
 HEADERS = {"content-type": "application/x-ndjson", "idempotency-key": "failing-submit"}
 
 
-def sends_then(monkeypatch: Any, *, ok: int, then: str, delay_s: float = 0.0) -> list[int]:
-    """The queue client's send: the first `ok` calls go through; then each fails (503) or is slow."""
+def sends_then(
+    monkeypatch: Any, *, ok: int, then: str, delay_s: float = 0.0, started: asyncio.Event | None = None
+) -> list[int]:
+    """The queue client's send: the first `ok` calls go through; then each fails (503) or is slow. `started`,
+    if given, is set at the first send."""
     real = QueueClient.send_message
     count = [0]
 
     async def send_message(client: QueueClient, *args: Any, **kwargs: Any) -> Any:
         count[0] += 1
+        if started is not None:
+            started.set()
         if count[0] > ok:
             if then == "503":
                 error = HttpResponseError(message="Server Busy")
@@ -152,12 +157,13 @@ async def test_a_small_gzip_that_inflates_huge_never_stalls_the_event_loop_and_s
 
 async def test_large_submits_beyond_max_large_submits_get_a_503_with_retry_after(configure, monkeypatch):
     configure(publisher=RecordingPublisher(), MAX_LARGE_SUBMITS="1", CHUNK_MAX_ITEMS="100")
-    sends_then(monkeypatch, ok=0, then="slow", delay_s=0.3)
+    storing = asyncio.Event()
+    sends_then(monkeypatch, ok=0, then="slow", delay_s=0.3, started=storing)
     big = "\n".join(json.dumps({**ITEMS[0], "id": f"b-{i}", "pad": "x" * 900}) for i in range(10_000)).encode()
     assert len(big) > 8 * 2**20
 
     first = asyncio.create_task(api.submit_batch(big, {"content-type": "application/x-ndjson"}))
-    await asyncio.sleep(0.5)  # the first is decoding or storing
+    await asyncio.wait_for(storing.wait(), 60)  # the first is storing (its sends are slow), however slow its decoding
     second = await api.submit_batch(big, {"content-type": "application/x-ndjson"})
     small = await api.submit_batch(BODY, {"content-type": "application/x-ndjson"})
     answered = await first
