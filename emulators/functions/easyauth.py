@@ -24,7 +24,9 @@ DEV_KEY_SETTING = "EASY_AUTH_DEV_KEY"
 DEV_KEY = "queue-drain-local-development-key"  # local only: a token signed with it means nothing on Azure
 ISSUER = "queue-drain-local-easy-auth"
 PRINCIPAL_PREFIX = "x-ms-client-principal"
-UNPROTECTED = ("openapi.json",)  # routes the deployed template excludes too (globalValidation.excludedPaths)
+# Routes the deployed template excludes too (globalValidation.excludedPaths): the anonymous OpenAPI document and
+# the deploy smoke test's probe (function key only: it reads no tenant's batch).
+UNPROTECTED = ("openapi.json", "probes")
 TENANT_ROLE_PREFIX = "tenant."  # the app's default TENANT_CLAIM=roles reads `tenant.<id>` app roles
 
 
