@@ -35,8 +35,10 @@ def test_the_page_draws_every_section_from_the_api_with_the_key_in_a_header_and_
     open_page(page, page_stack)
 
     queue = page_stack.stack.work_queue
-    expect(page.locator("#queues tbody tr")).to_have_count(1, timeout=WAIT_MS)
+    expect(page.locator("#queues table:not(.tenants) tbody tr")).to_have_count(1, timeout=WAIT_MS)
     expect(page.locator("#queues tbody tr td").first).to_have_text(queue)
+    # Each tenant's lanes and quota use, beside the partitions (the shared tenant's here).
+    expect(page.locator("#queues table.tenants tbody tr", has_text="default")).to_have_count(1)
     headings = ("Queues", "Recent batches newest first", "Wake latency", "Storage transactions since start")
     for heading in (*headings, "Parked chunks poison queues"):
         expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible()
