@@ -18,7 +18,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -28,7 +28,6 @@ from queue_drain_client.errors import Unauthorized
 from shared.ops import waterfall
 
 FOLLOW_EVERY_S = 0.5
-FINAL = ("completed", "completed_with_failures", "cancelled", "failed", "expired")
 
 
 def error_text(e: QueueDrainError) -> str:
@@ -40,7 +39,7 @@ def error_text(e: QueueDrainError) -> str:
     return f"{e.status}: {e.message}{limit}{hint}"
 
 
-def summary(status: dict[str, Any]) -> str:
+def summary(status: Mapping[str, Any]) -> str:
     items, chunks = status["items"], status["chunks"]
     lines = [
         f"batch {status['batch_id']}: {status['status']}",
@@ -113,12 +112,11 @@ def run(client: Client, args: argparse.Namespace, out: IO[str]) -> None:
             status = client.wait(batch.batch_id, timeout_s=args.timeout, every_s=FOLLOW_EVERY_S, progress=True)
             out.write(summary(status) + "\n")
     elif args.command == "results":
-        query = {"status": "failed"} if args.failed else {}
-        for line in client.results(args.batch_id, **query):
-            out.write(json.dumps(line, separators=(",", ":")) + "\n")
-        status = client.status(args.batch_id)["status"]
-        if status not in FINAL:
-            print(f"note: batch {args.batch_id} is {status}: items without an outcome yet are not listed",
+        page = None
+        for page in client.result_pages(args.batch_id, status="failed" if args.failed else None):
+            out.writelines(json.dumps(line, separators=(",", ":")) + "\n" for line in page.lines)
+        if page is not None and not page.final:
+            print(f"note: batch {args.batch_id} is {page.batch_status}: items without an outcome yet are not listed",
                   file=sys.stderr)  # fmt: skip
     elif args.command == "cancel":
         out.write(json.dumps(client.cancel(args.batch_id), indent=2) + "\n")

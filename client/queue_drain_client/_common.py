@@ -1,36 +1,22 @@
-"""What the sync and the async client share: building a request and reading an answer (no I/O)."""
+"""Building the API's requests and reading its answers (no I/O)."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from queue_drain_client.errors import error_for
+from queue_drain_client.types import Batch, ResultLine, ResultsPage
 
 DEFAULT_URL = "http://localhost:7071"
-# Every status a batch stays in once reached (cancelled, expired and failed come with the batch lifecycle).
-FINAL = frozenset({"completed", "completed_with_failures", "cancelled", "expired", "failed", "abandoned"})
 NDJSON = "application/x-ndjson"
-Option = str | int | float | bool
-
-
-@dataclass(frozen=True)
-class Batch:
-    """A submitted batch, as the submit answered (`raw` is the whole answer)."""
-
-    batch_id: str
-    items: int
-    chunks: int
-    status_url: str
-    trigger: str
-    replayed: bool = False  # an Idempotency-Key seen before: the first batch's answer, nothing stored again
-    raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -40,6 +26,7 @@ class Request:
     content: bytes | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     params: Mapping[str, str] = field(default_factory=dict)
+    safe: bool = True  # repeating it is harmless (a read, a cancel, a keyed submit): retried on any failure
 
 
 def base_headers(key: str | None, token: str | None = None) -> dict[str, str]:
@@ -55,52 +42,66 @@ def checked_url(url: str) -> str:
     return url.rstrip("/")
 
 
-def text(value: Option) -> str:
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+def new_idempotency_key() -> str:
+    """A submit's own key, sent on every attempt of it: a retry after a lost answer finds the first batch."""
+    return f"qd-{uuid.uuid4().hex}"
+
+
+def not_before_text(not_before: datetime | int | None) -> str | None:
+    """A delay in whole seconds, or an aware datetime as RFC 3339 (the two forms the API takes)."""
+    if not_before is None or isinstance(not_before, int):
+        return None if not_before is None else str(not_before)
+    if not_before.tzinfo is None or not_before.utcoffset() is None:
+        raise ValueError("not_before must be an aware datetime (with its offset), or a delay in seconds")
+    return not_before.isoformat()
+
+
+def body_of(items: Iterable[Any] | None, file: str | Path | None) -> tuple[bytes, str]:
+    """`items` as NDJSON, or a file as it is (`.ndjson`/`.jsonl` as NDJSON, anything else as JSON)."""
+    if (items is None) == (file is None):
+        raise ValueError("give either items or a file")
+    if file is not None:
+        path = Path(file)
+        return path.read_bytes(), NDJSON if path.suffix in {".ndjson", ".jsonl"} else "application/json"
+    assert items is not None
+    return b"".join(json.dumps(item, separators=(",", ":")).encode("utf-8") + b"\n" for item in items), NDJSON
 
 
 def submit_request(
     items: Iterable[Any] | None,
     file: str | Path | None,
     *,
-    tenant: str | None,
-    priority: str | None,
-    idempotency_key: str | None,
-    callback_url: str | None,
-    options: Mapping[str, Option] | None,
+    idempotency_key: str,
+    tenant: str | None = None,
+    priority: str | None = None,
+    callback_url: str | None = None,
+    expires_in_s: int | None = None,
+    not_before: datetime | int | None = None,
+    max_failed_fraction: float | None = None,
+    metadata: Mapping[str, str] | None = None,
 ) -> Request:
-    """POST /api/batches: `items` as gzipped NDJSON, or a file as it is (`.ndjson`/`.jsonl` as NDJSON, anything
-    else as JSON `{"items": [...]}`), gzipped. Options go as query parameters, `options` the ones this client has
-    no name for."""
-    if (items is None) == (file is None):
-        raise ValueError("give either items or a file")
-    if file is not None:
-        path = Path(file)
-        body = path.read_bytes()
-        content_type = NDJSON if path.suffix in {".ndjson", ".jsonl"} else "application/json"
-    else:
-        assert items is not None
-        body = b"".join(json.dumps(item, separators=(",", ":")).encode("utf-8") + b"\n" for item in items)
-        content_type = NDJSON
-    headers = {"content-type": content_type, "content-encoding": "gzip"}
-    if idempotency_key is not None:
-        headers["idempotency-key"] = idempotency_key
-    named = {"tenant": tenant, "priority": priority, "callback_url": callback_url}
-    params = {k: v for k, v in named.items() if v is not None} | {k: text(v) for k, v in (options or {}).items()}
+    """POST /api/batches, the body gzipped, the options as query parameters, `metadata` as a JSON object."""
+    body, content_type = body_of(items, file)
+    headers = {"content-type": content_type, "content-encoding": "gzip", "idempotency-key": idempotency_key}
+    named: dict[str, Any] = {
+        "tenant": tenant,
+        "priority": priority,
+        "callback_url": callback_url,
+        "expires_in_s": expires_in_s,
+        "not_before": not_before_text(not_before),
+        "max_failed_fraction": max_failed_fraction,
+        "metadata": json.dumps(dict(metadata), separators=(",", ":")) if metadata is not None else None,
+    }
+    params = {k: str(v) for k, v in named.items() if v is not None}
     return Request("POST", "/api/batches", gzip.compress(body, compresslevel=6), headers, params)
 
 
-def checked(response: httpx.Response) -> httpx.Response:
-    """The response, or the most specific exception for its error (the body must have been read)."""
-    if response.status_code >= 400:
-        raise error_for(response.status_code, response.content)
-    return response
-
-
-def batch_of(response: httpx.Response) -> Batch:
+def batch_of(response: httpx.Response, idempotency_key: str) -> Batch:
     doc = response.json()
     replayed = response.headers.get("idempotent-replayed", "").lower() == "true"
-    return Batch(doc["batch_id"], doc["items"], doc["chunks"], doc["status_url"], doc["trigger"], replayed, doc)
+    return Batch(
+        doc["batch_id"], doc["items"], doc["chunks"], doc["status_url"], doc["trigger"], replayed, idempotency_key, doc
+    )
 
 
 def batch_path(batch_id: str, tail: str = "") -> str:
@@ -109,33 +110,48 @@ def batch_path(batch_id: str, tail: str = "") -> str:
     return f"/api/batches/{batch_id}{tail}"
 
 
-def is_final(status: Mapping[str, Any]) -> bool:
-    return status.get("status") in FINAL
+def results_request(batch_id: str, status: str | None, limit: int | None, continuation: str | None) -> Request:
+    named = {"status": status, "limit": limit, "continuation": continuation}
+    return Request("GET", batch_path(batch_id, "/results"), params={k: str(v) for k, v in named.items() if v})
 
 
-def settled(status: Mapping[str, Any]) -> int:
-    items = status["items"]
-    return int(items["succeeded"]) + int(items["failed"])
+def results_page(response: httpx.Response) -> ResultsPage:
+    """One page of the results route: its NDJSON lines (one item's outcome each), the batch's status
+    (`X-Batch-Status`) and the continuation `X-Continuation` names for the next page (None on the last)."""
+    lines: list[ResultLine] = [json.loads(line) for line in response.content.splitlines() if line.strip()]
+    return ResultsPage(lines, response.headers.get("x-batch-status", ""), response.headers.get("x-continuation"))
 
 
-def results_page(headers: Mapping[str, str], body: bytes) -> tuple[list[Any], str | None]:
-    """One page of the results route: its NDJSON lines (one item's outcome each), and the continuation the
-    `X-Continuation` header names for the next page (None on the last)."""
-    lines = [json.loads(line) for line in body.splitlines() if line.strip()]
-    return lines, headers.get("x-continuation")
+def list_params(
+    page: int, status: str | None, tenant: str | None, since: datetime | None, continuation: str | None
+) -> dict[str, str]:
+    named = {
+        "limit": page,
+        "status": status,
+        "tenant": tenant,
+        "since": since.isoformat() if since is not None else None,
+        "continuation": continuation,
+    }
+    return {k: str(v) for k, v in named.items() if v is not None}
 
 
-def replay_body(
-    batch_id: str | None, message_ids: Iterable[str] | None, background: bool, *, everything: bool = False
-) -> bytes:
-    """The replay route's body: it names what to replay (a batch, messages, or `"all": true`), never nothing."""
+def replay_request(
+    batch_id: str | None,
+    message_ids: Iterable[str] | None,
+    everything: bool,
+    limit: int | None,
+    rate: float | None,
+    background: bool,
+) -> Request:
+    """POST /api/poison/replay: a batch's parked chunks, the named ones, or (`everything`: `"all": true`) every one."""
     if everything == (batch_id is not None or message_ids is not None):
         raise ValueError("replay: name a batch_id or message_ids, or pass all=True (not both)")
     doc: dict[str, Any] = {"all": True} if everything else {}
-    if batch_id is not None:
-        doc["batch_id"] = batch_id
+    named = {"batch_id": batch_id, "limit": limit, "rate": rate, "background": background or None}
+    doc |= {k: v for k, v in named.items() if v is not None}
     if message_ids is not None:
         doc["message_ids"] = list(message_ids)
-    if background:
-        doc["background"] = True
-    return json.dumps(doc).encode("utf-8")
+    # A replay is not repeated after an attempt that may have done something: it moves chunks.
+    return Request(
+        "POST", "/api/poison/replay", json.dumps(doc).encode(), {"content-type": "application/json"}, {}, False
+    )

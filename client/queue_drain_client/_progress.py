@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import TracebackType
-from typing import Any
+
+from queue_drain_client.types import BatchStatus
 
 try:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -30,9 +32,19 @@ class Bar:
     def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         self._progress.stop()
 
-    def show(self, status: Mapping[str, Any]) -> None:
+    def show(self, status: BatchStatus) -> None:
         items = status["items"]
         done = int(items["succeeded"]) + int(items["failed"])
         self._progress.update(
             self._task, total=int(items["total"]), completed=done, description=f"{status['status']:<24}"
         )
+
+
+@contextmanager
+def shown(batch_id: str, progress: bool) -> Iterator[Callable[[BatchStatus], None] | None]:
+    """The bar's `show` while the block runs, or None without `progress`."""
+    if not progress:
+        yield None
+        return
+    with Bar(batch_id) as bar:
+        yield bar.show

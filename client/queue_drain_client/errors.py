@@ -1,9 +1,26 @@
-"""One exception per JSON error code of the API, under one base class (`QueueDrainError`)."""
+"""One exception per JSON error code of the API, in one tree under `QueueDrainError`.
+
+QueueDrainError
+├── ConnectionFailed         the app could not be reached (after the retries)
+├── WaitTimeout              wait() gave up before the batch was final
+├── NotFinal                 results(wait=False) on a batch still running: a partial export is refused
+└── ApiError                 the API answered an error: status, code, message, details, retry_after, response
+    ├── BadRequest, MalformedRequest, LimitExceeded, UnsupportedMediaType, NotFound,
+    │   IdempotencyConflict, ReplayConflict, BatchConflict, Unauthorized (Unauthenticated), Forbidden
+    └── RetryableError       the client retries these itself (max_retries); raised once they run out
+        ├── RateLimited (429)            QuotaExceeded
+        └── ServerError (5xx)            Busy, SubmitNotStored, StorageUnavailable, ProbeNotSent,
+                                         StorageFailed, InternalError
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+import httpx
+
+from queue_drain_client._retry import retry_after_s
 
 
 class QueueDrainError(Exception):
@@ -11,30 +28,51 @@ class QueueDrainError(Exception):
 
 
 class ConnectionFailed(QueueDrainError):
-    """Raised when the app cannot be reached (refused, DNS, TLS, timeout)."""
+    """Raised when the app cannot be reached (refused, DNS, TLS, timeout), once the retries are spent."""
 
 
 class WaitTimeout(QueueDrainError):
     """Raised when `wait()` gives up before the batch is final; `status` is the last one read."""
 
-    def __init__(self, message: str, status: dict[str, Any]) -> None:
+    def __init__(self, message: str, status: Any) -> None:
         super().__init__(message)
         self.status = status
 
 
+class NotFinal(QueueDrainError):
+    """Raised by `results(..., wait=False)` when the batch is not final: its export would be partial (items still
+    pending have no line yet). `batch_status` is the status the results route named. Read a running batch's
+    lines page by page, each with its status, with `result_pages()`."""
+
+    def __init__(self, message: str, batch_status: str) -> None:
+        super().__init__(message)
+        self.batch_status = batch_status
+
+
 class ApiError(QueueDrainError):
     """Raised when the API answers with an error: `status` (HTTP), `code` (the JSON error code), `message`,
-    and `details` (the rest of the error object, e.g. `limit`, `field`, `incident`). An unknown code is an
-    `ApiError` itself."""
+    `details` (the rest of the error object, e.g. `limit`, `field`, `incident`), `retry_after` (seconds, from
+    `Retry-After`, or None) and `response` (the httpx.Response, or None). An unknown code is the class for its
+    status (`RateLimited`, `ServerError`) or an `ApiError` itself."""
 
     code = ""
 
-    def __init__(self, status: int, code: str, message: str, details: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        details: dict[str, Any] | None = None,
+        *,
+        response: httpx.Response | None = None,
+    ) -> None:
         super().__init__(f"{status} {code}: {message}")
         self.status = status
         self.code = code
         self.message = message
         self.details = details or {}
+        self.response = response
+        self.retry_after = retry_after_s(response.headers) if response is not None else None
 
 
 class BadRequest(ApiError):
@@ -63,27 +101,24 @@ class UnsupportedMediaType(ApiError):
 
 
 class IdempotencyConflict(ApiError):
-    """Raised for `idempotency_conflict` (409): the key was used with another body, or is in use right now."""
+    """Raised for `idempotency_conflict` (409): the key was used with another request (`details["different"]`
+    names what changed), or its first use was still in flight after the retries."""
 
     code = "idempotency_conflict"
 
 
 class ReplayConflict(ApiError):
-    """Raised for `replay_conflict` (409)."""
+    """Raised for `replay_conflict` (409): a parked chunk's record kept changing under the replay; it stays
+    parked."""
 
     code = "replay_conflict"
 
 
-class SubmitNotStored(ApiError):
-    """Raised for `submit_not_stored` (503): nothing was kept; send the batch again (same Idempotency-Key)."""
+class BatchConflict(ApiError):
+    """Raised for `batch_conflict` (409): the batch cannot take this request in its state (a cancel of a batch
+    still being submitted, a replay of a cancelled batch's chunk)."""
 
-    code = "submit_not_stored"
-
-
-class Busy(ApiError):
-    """Raised for `busy` (503): retry shortly."""
-
-    code = "busy"
+    code = "batch_conflict"
 
 
 class NotFound(ApiError):
@@ -93,24 +128,81 @@ class NotFound(ApiError):
 
 
 class Unauthorized(ApiError):
-    """Raised for a 401 (the function key is missing or wrong)."""
+    """Raised for a 401 without a body (the function key is missing or wrong)."""
 
     code = "unauthorized"
 
 
-class StorageUnavailable(ApiError):
-    """Raised for `storage_unavailable` (503): retry later."""
+class Unauthenticated(Unauthorized):
+    """Raised for `unauthenticated` (401): the app identifies callers and this request carried no bearer token it
+    accepts (`Client(token=...)`)."""
+
+    code = "unauthenticated"
+
+
+class Forbidden(ApiError):
+    """Raised for `forbidden` (403): the caller is known but may not do this (another tenant's view without the
+    operator role, a submit naming another tenant)."""
+
+    code = "forbidden"
+
+
+class RetryableError(ApiError):
+    """Base class of the answers that say to try again later; the client has already retried them
+    `max_retries` times when it raises one (`retry_after` says how long the server asked to wait)."""
+
+
+class RateLimited(RetryableError):
+    """Raised for a 429 (a front end's, or one of these codes')."""
+
+    code = "rate_limited"
+
+
+class QuotaExceeded(RateLimited):
+    """Raised for `quota_exceeded` (429): the tenant's pending items or submits per minute are at their quota;
+    `details["limit"]` names it."""
+
+    code = "quota_exceeded"
+
+
+class ServerError(RetryableError):
+    """Raised for a 5xx (a front end's bare 502/503, or one of these codes')."""
+
+    code = "server_error"
+
+
+class Busy(ServerError):
+    """Raised for `busy` (503): the app is decoding as many large bodies as it takes at once."""
+
+    code = "busy"
+
+
+class SubmitNotStored(ServerError):
+    """Raised for `submit_not_stored` (503): nothing was kept; send the batch again (the same Idempotency-Key,
+    which `submit` reuses across its own retries)."""
+
+    code = "submit_not_stored"
+
+
+class StorageUnavailable(ServerError):
+    """Raised for `storage_unavailable` (503)."""
 
     code = "storage_unavailable"
 
 
-class StorageFailed(ApiError):
+class ProbeNotSent(ServerError):
+    """Raised for `probe_not_sent` (503): Service Bus is away or refuses the app."""
+
+    code = "probe_not_sent"
+
+
+class StorageFailed(ServerError):
     """Raised for `storage_error` (502); `details["incident"]` finds it in the app's log."""
 
     code = "storage_error"
 
 
-class InternalError(ApiError):
+class InternalError(ServerError):
     """Raised for `internal` (500); `details["incident"]` finds it in the app's log."""
 
     code = "internal"
@@ -125,11 +217,16 @@ BY_CODE: dict[str, type[ApiError]] = {
         UnsupportedMediaType,
         IdempotencyConflict,
         ReplayConflict,
-        SubmitNotStored,
-        Busy,
+        BatchConflict,
         NotFound,
         Unauthorized,
+        Unauthenticated,
+        Forbidden,
+        QuotaExceeded,
+        Busy,
+        SubmitNotStored,
         StorageUnavailable,
+        ProbeNotSent,
         StorageFailed,
         InternalError,
     )
@@ -140,15 +237,22 @@ EMPTY_BODY = {
 }
 
 
-def error_for(status: int, body: bytes) -> ApiError:
-    """The most specific exception for an error answer."""
+def by_status(status: int) -> type[ApiError]:
+    if status == 429:
+        return RateLimited
+    return ServerError if status >= 500 else ApiError
+
+
+def error_for(response: httpx.Response) -> ApiError:
+    """The most specific exception for an error answer (its body read)."""
+    status, body = response.status_code, response.content
     if not body.strip():
         code, message = EMPTY_BODY.get(status, ("", "the server gave no details"))
-        return BY_CODE.get(code, ApiError)(status, code, message)
+        return BY_CODE.get(code, by_status(status))(status, code, message, response=response)
     try:
         error = json.loads(body)["error"]
         code, message = str(error["code"]), str(error["message"])
     except (ValueError, KeyError, TypeError):
-        return ApiError(status, "", body[:300].decode("utf-8", "replace"))
+        return by_status(status)(status, "", body[:300].decode("utf-8", "replace"), response=response)
     details = {k: v for k, v in error.items() if k not in {"code", "message"}}
-    return BY_CODE.get(code, ApiError)(status, code, message, details)
+    return BY_CODE.get(code, by_status(status))(status, code, message, details, response=response)
