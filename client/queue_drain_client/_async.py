@@ -208,7 +208,7 @@ class AsyncClient:
         *,
         batch_id: str | None = None,
         message_ids: Iterable[str] | None = None,
-        all: bool = False,  # noqa: A002 (the API's own name for it)
+        all: bool = False,
         limit: int | None = None,
         rate: float | None = None,
     ) -> Replayed:
@@ -221,7 +221,7 @@ class AsyncClient:
         *,
         batch_id: str | None = None,
         message_ids: Iterable[str] | None = None,
-        all: bool = False,  # noqa: A002 (the API's own name for it)
+        all: bool = False,
         limit: int | None = None,
         rate: float | None = None,
     ) -> ReplayJob:

@@ -69,10 +69,20 @@ def call(request: common.Request, options: Options, jitter: Callable[[], float] 
 
 def answered(outcome: httpx.Response | httpx.TransportError, request: common.Request) -> httpx.Response:
     if isinstance(outcome, httpx.TransportError):
-        raise ConnectionFailed(f"{request.method} {request.path}: cannot reach the app: {outcome!r}") from outcome
+        raise ConnectionFailed(
+            f"cannot reach {origin(outcome)} ({request.method} {request.path}): {outcome}"
+        ) from outcome
     if outcome.status_code >= 400:
         raise error_for(outcome)
     return outcome
+
+
+def origin(error: httpx.TransportError) -> str:
+    try:
+        url = error.request.url
+    except RuntimeError:  # an error raised without its request (a test's transport)
+        return "the app"
+    return f"{url.scheme}://{url.netloc.decode('ascii')}"
 
 
 def json_call(request: common.Request, options: Options) -> Flow[Any]:

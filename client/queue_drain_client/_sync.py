@@ -220,12 +220,12 @@ class Client:
         *,
         batch_id: str | None = None,
         message_ids: Iterable[str] | None = None,
-        all: bool = False,  # noqa: A002 (the API's own name for it)
+        all: bool = False,
         limit: int | None = None,
         rate: float | None = None,
     ) -> Replayed:
-        """Put parked chunks back on their queue: a batch's, the named ones, or every one (`all=True`: named, never implied), for
-        at most 60 s (`more` then says to call again)."""
+        """Put parked chunks back on their queue: a batch's, the named ones, or every one (`all=True`: named, never
+        implied; with none of the three it raises ValueError), for at most 60 s (`more` then says to call again)."""
         request = common.replay_request(batch_id, message_ids, all, limit, rate, background=False)
         replayed: Replayed = self._run(core.json_call(request, self.options))
         return replayed
@@ -235,7 +235,7 @@ class Client:
         *,
         batch_id: str | None = None,
         message_ids: Iterable[str] | None = None,
-        all: bool = False,  # noqa: A002 (the API's own name for it)
+        all: bool = False,
         limit: int | None = None,
         rate: float | None = None,
     ) -> ReplayJob:
