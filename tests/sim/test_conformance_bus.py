@@ -122,6 +122,11 @@ class Bus(ABC):
     async def go_away(self) -> None:
         """The namespace becomes unreachable for the publisher."""
 
+    @abstractmethod
+    async def refuse_sends(self) -> None:
+        """The namespace refuses the publisher's sends (its credentials no longer accepted) and goes on
+        delivering to the receivers it has."""
+
     async def close(self) -> None:
         await self.publisher.close()
 
@@ -168,6 +173,9 @@ class SimBus(Bus):
 
     async def go_away(self) -> None:
         self.away = True
+
+    async def refuse_sends(self) -> None:
+        self.weather.send_fault = lambda: "refused"
 
 
 @dataclass
@@ -240,6 +248,12 @@ class RealBus(Bus):
         await self.publisher.close()
         nobody = connection_string(free_port())  # nothing listens there
         self.publisher = ServiceBusPublisher(settings(nobody, self.queue))
+
+    async def refuse_sends(self) -> None:
+        await self.publisher.close()
+        key = self.servicebus.split("SharedAccessKey=")[1].split(";")[0]
+        refused = self.servicebus.replace(f"SharedAccessKey={key};", "SharedAccessKey=not-the-key;")
+        self.publisher = ServiceBusPublisher(settings(refused, self.queue))
 
     async def close(self) -> None:
         # Side by side: the SDK spends most of a second closing each link.
@@ -503,5 +517,24 @@ def test_with_the_namespace_away_publishing_fails_within_the_publish_timeout(bus
             with pytest.raises(TriggerUnavailable):
                 await attempt()
             assert b.now() - started <= PUBLISH_TIMEOUT_S + 1.0  # the publisher closes its failed link
+
+    bus(scenario)
+
+
+def test_sends_refused_fail_within_the_publish_timeout_while_deliveries_go_on(bus: Run) -> None:
+    async def scenario(b: Bus) -> None:
+        receiver = await b.receiver()
+        await b.publisher.publish(EVENT)
+        await b.refuse_sends()
+        for attempt in (lambda: b.publisher.publish(EVENT), lambda: b.publisher.publish(EVENT, at=utc(b.now() + 60))):
+            started = b.now()
+            with pytest.raises(TriggerUnavailable):
+                await attempt()
+            assert b.now() - started <= PUBLISH_TIMEOUT_S + 1.0
+        got = await receiver.take(WAIT_S)  # what was sent before is still delivered
+        assert got is not None
+        assert (got.event, got.delivery_count) == (EVENT, 1)
+        await receiver.complete(got)
+        assert await receiver.take(QUIET_S) is None  # and nothing of what was refused
 
     bus(scenario)
