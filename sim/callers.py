@@ -207,7 +207,8 @@ async def cancel(world: World, at_s: float, label: str) -> None:
     if got is None or got[1].status not in (200, 202):
         world.note(f"cancel {label}: {None if got is None else got[1].status}")
         return
-    world.cancels.answered.setdefault(batch_id, world.now_s())
+    if got[1].body.get("status") in ("cancelling", "cancelled"):  # a batch final before it is not cancelled
+        world.cancels.answered.setdefault(batch_id, world.now_s())
     world.features.add("cancel")
     world.note(f"cancel {label} ({batch_id[:8]}) on {got[0].name}: {got[1].body.get('status')}")
 
@@ -237,5 +238,7 @@ async def replay(world: World, at_s: float, background: bool, whole: bool) -> No
     for _ in range(20 if job_id else 0):
         await asyncio.sleep(5.0)
         state = await on_instance(world, "GET /api/poison/replay/job", lambda: api.replay_status(str(job_id)))
+        if state is not None and state[1].body.get("replayed"):
+            world.features.add("replayed")
         if state is not None and state[1].body.get("state") not in ("pending", "running"):
             return

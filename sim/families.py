@@ -55,10 +55,11 @@ def draw(seed: int, *, faults: bool = True, family: str = "random") -> Scenario:
 
 
 def submits(rng: random.Random, seed: int, instances: int, n: int, *, at: tuple[float, float], tenants: list[str],
-            modes: tuple[str, ...], lifecycle: bool, first: int = 0) -> list[Submit]:  # fmt: skip
+            modes: tuple[str, ...], lifecycle: bool, first: int = 0,
+            sizes: tuple[int, ...] = SIZES) -> list[Submit]:  # fmt: skip
     out = []
     for k in range(first, first + n):
-        size = rng.choice(SIZES)
+        size = rng.choice(sizes)
         keyed = rng.random() < 0.4
         options: list[tuple[str, str]] = []
         if lifecycle and rng.random() < 0.35:
@@ -108,15 +109,18 @@ def lifecycle(scenario: Scenario, rng: random.Random, instances: int) -> None:
     scenario.submits = submits(rng, scenario.seed, instances, rng.randint(2, 6), at=(0.0, 40.0),
                                tenants=["", "", "a", "b"], modes=LIFECYCLE_MODES, lifecycle=True)  # fmt: skip
     sync_handler(scenario, rng, 0.5)
-    scenario.receiver = spans(rng, RECEIVER_KINDS, rng.choice([0, 1, 1, 2]), 120.0, 60.0)
+    # Receiver faults while the first notices go out (batches end some 5-60 s in).
+    scenario.receiver = [Span(sp.start_s + 5.0, sp.end_s + 5.0, sp.kind)
+                         for sp in spans(rng, RECEIVER_KINDS, rng.choice([1, 2, 2]), 55.0, 60.0)]  # fmt: skip
     labels = [s.label for s in scenario.submits]
     for _ in range(rng.choice([0, 1, 1, 2])):
-        scenario.api_cancels.append((round(rng.uniform(1.0, 50.0), 3), rng.choice(labels)))
+        sub = rng.choice(scenario.submits)  # cancelled while it runs: soon after its submit
+        scenario.api_cancels.append((round(sub.at_s + rng.uniform(0.3, 15.0), 3), sub.label))
     for label in labels:
         if rng.random() < 0.5:
             scenario.polls.append((label, float(rng.choice([2, 5, 10])), 40))
-    for _ in range(rng.choice([0, 1, 1, 2])):
-        scenario.replays.append((round(rng.uniform(60.0, 240.0), 3), rng.random() < 0.4, rng.random() < 0.3))
+    for _ in range(rng.choice([1, 1, 2])):  # once chunks have had time to park
+        scenario.replays.append((round(rng.uniform(60.0, 240.0), 3), rng.random() < 0.4, rng.random() < 0.5))
     if scenario.faults:
         scenario.add_faults(rng, instances)
 
@@ -144,15 +148,18 @@ def idle(scenario: Scenario, rng: random.Random, instances: int) -> None:
 
 
 def platform(scenario: Scenario, rng: random.Random, instances: int) -> None:
-    modes = ("ok", "ok", "ok", "t1", "perm")
+    modes, sizes = ("ok", "ok", "ok", "t1", "perm"), (*SIZES, 40, 80)
     scenario.submits = submits(rng, scenario.seed, instances, rng.randint(2, 6), at=(0.0, 40.0),
-                               tenants=["", "a", "b"], modes=modes, lifecycle=False)  # fmt: skip
+                               tenants=["", "a", "b"], modes=modes, lifecycle=False, sizes=sizes)  # fmt: skip
+    # Short sessions and slower calls: sessions run out of budget and hand over mid-backlog.
+    scenario.settings["DRAIN_BUDGET_S"] = "10"
+    scenario.handler_s = rng.choice([(0.001, 0.2), (0.3, 1.5)])
     sync_handler(scenario, rng, 0.5)
     if not scenario.faults:
         return
     scenario.renewals = spans(rng, ("fail",), rng.choice([0, 1, 1]), 60.0, 40.0)
     scenario.settle_fail = rng.choice([0.0, 0.1, 0.3])
-    scenario.sends = spans(rng, ("refused", "link"), rng.choice([0, 1, 1, 2]), 60.0, 30.0)
+    scenario.sends = spans(rng, ("refused", "link", "link"), rng.choice([1, 1, 2]), 45.0, 30.0)
     for sp in spans(rng, ("slow",), rng.choice([0, 1, 1]), 60.0, 20.0):
         scenario.storage_spans.append(Span(sp.start_s, sp.end_s, "slow", rng.choice([0.2, 0.5, 1.0])))
     if rng.random() < 0.3:

@@ -6,7 +6,8 @@ session's own total timeout applied, and answers with the receiver's status and 
 notice (the claim, the next attempt's event, the back-off, the outcome written back) runs as in production.
 
 The receiver verifies each notice's signature with the Standard Webhooks library (`standardwebhooks`, not the
-app's own signing code), and records every notice it processed in `Receiver.received` (`Received`). Its
+app's own signing code) under its tenant's key as the client derives it (`queue_drain_client.notices`); a
+notice that fails is a violation. It records every notice it processed in `Receiver.received` (`Received`). Its
 behaviour over time comes from the scenario's `receiver` spans: `down` (the connection is refused), `slow`
 (it answers after longer than CALLBACK_TIMEOUT_S), `failing` (503), `duplicating` (it processes the notice,
 then the connection drops before the answer: the app sends it again).
@@ -23,8 +24,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
+from queue_drain_client.notices import SHARED_TENANT, notice_key
 from standardwebhooks import Webhook
 
 from shared.ops import notices
@@ -57,6 +60,13 @@ class Receiver:
         self.received: list[Received] = []
         self.attempts = 0
 
+    def key_of(self, url: str) -> str:
+        """The receiver's key: its tenant's, as the client derives it from the master (`notice_key`); the URL
+        names the submit (`sim.callers.submit_request`)."""
+        label = urlsplit(url).path.rsplit("/", 1)[-1]
+        tenant = next((s.tenant for s in self.world.scenario.submits if s.label == label), "")
+        return notice_key(SECRET, tenant or SHARED_TENANT)
+
     def mode(self) -> str:
         now = self.world.now_s()
         for span in self.world.scenario.receiver:
@@ -76,9 +86,11 @@ class Receiver:
             await asyncio.sleep(timeout_s + SLOW_EXTRA_S)  # the caller's timeout ends it first
         if mode == "failing":
             return 503, b"receiver is failing (simulated)"
-        valid = verified(body, headers, world.world_time())
+        valid = verified(self.key_of(url), body, headers, world.world_time())
         doc = json.loads(body)
         data = doc.get("data", {})
+        if not valid:
+            world.violate(f"a notice for {str(data.get('batch_id'))[:8]} whose signature does not verify: {headers}")
         answered = None if mode == "duplicating" else 204
         self.received.append(Received(world.now_s(), str(data.get("batch_id")), headers.get("webhook-id", ""),
                                       str(data.get("status")), data, valid, answered))  # fmt: skip
@@ -90,13 +102,14 @@ class Receiver:
         return answered, b""
 
 
-def verified(body: bytes, headers: dict[str, str], now_s: float) -> bool:
-    """The notice's signature, checked as a receiver does with the Standard Webhooks library (its `sign`, with
-    the timestamp's tolerance against the virtual clock: the library's own check reads the real one)."""
+def verified(key: str, body: bytes, headers: dict[str, str], now_s: float) -> bool:
+    """The notice's signature under `key`, checked as a receiver does with the Standard Webhooks library (its
+    `sign`, with the timestamp's tolerance against the virtual clock: the library's own check reads the real
+    one)."""
     stamp, msg_id = headers.get("webhook-timestamp", ""), headers.get("webhook-id", "")
     if not (stamp.isascii() and stamp.isdigit() and msg_id) or abs(int(stamp) - now_s) > TOLERANCE_S:
         return False
-    expected = Webhook(SECRET).sign(msg_id, datetime.fromtimestamp(int(stamp), timezone.utc), body.decode())
+    expected = Webhook(key).sign(msg_id, datetime.fromtimestamp(int(stamp), timezone.utc), body.decode())
     given = headers.get("webhook-signature", "").split(" ")
     return any(hmac.compare_digest(expected, signature) for signature in given)
 
@@ -142,8 +155,8 @@ class _Session:
     async def __aexit__(self, *exc: Any) -> None:
         return None
 
-    def post(self, url: str, *, data: bytes, headers: dict[str, str], allow_redirects: bool = True) -> _Post:
-        return _Post(self.receiver, url, data, dict(headers), self.timeout_s)
+    def post(self, url: Any, *, data: bytes, headers: dict[str, str], allow_redirects: bool = True) -> _Post:
+        return _Post(self.receiver, str(url), data, dict(headers), self.timeout_s)  # a str or a yarl.URL
 
 
 @contextmanager

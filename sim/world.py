@@ -163,8 +163,13 @@ class World:
         return None
 
     def renewing(self) -> bool:
+        """Whether the host renews the lock of a message it takes now (a lock taken in a span lapses after
+        LOCK_S while its function may still run)."""
         now = self.loop.time()
-        return not any(s.start_s <= now < s.end_s for s in self.scenario.renewals)
+        renews = not any(s.start_s <= now < s.end_s for s in self.scenario.renewals)
+        if not renews:
+            self.features.add("renewal-lost")
+        return renews
 
     def on_served(self, operation: str) -> None:
         self.storage_log.append((self.loop.time(), operation))

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOOR_SEEDS = [("lifecycle", 1), ("lifecycle", 3), ("idle", 1), ("platform", 0), ("platform", 2)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("family", "seed"), DOOR_SEEDS)
 def test_every_invariant_holds_through_the_other_doors(family: str, seed: int) -> None:
     outcome = run(seed, family=family)
