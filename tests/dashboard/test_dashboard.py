@@ -76,14 +76,16 @@ def test_a_parked_chunk_appears_and_its_replay_button_replays_it_after_a_confirm
     page: Any, page_stack: PageStack
 ) -> None:
     page_stack.broken_flag.touch()
-    items = [{"id": f"p-{n}", "poison": n == 7} for n in range(30)]
+    held = page_stack.broken_flag.with_name(page_stack.broken_flag.name + ".held")
+    held.touch()  # the second chunk (items 25-29) waits: the batch is still processing when it is replayed
+    items = [{"id": f"p-{n}", "poison": n == 7, "held": n == 29} for n in range(30)]
     accepted = page_stack.submit(items)
     open_page(page, page_stack)
     row = page.locator("#parked tbody tr", has_text=accepted["batch_id"][:8])
     expect(row).to_have_count(1, timeout=WAIT_MS)
     expect(row).to_contain_text("item p-7 refused by the broken dependency")
     card = batch_card(page, accepted["batch_id"])
-    expect(card).to_contain_text("29 succeeded · 1 failed · 0 pending of 30", timeout=WAIT_MS)
+    expect(card).to_contain_text("24 succeeded · 1 failed · 5 pending of 30", timeout=WAIT_MS)
     screenshots(page)
 
     page_stack.broken_flag.unlink()  # the cause is fixed
@@ -100,6 +102,7 @@ def test_a_parked_chunk_appears_and_its_replay_button_replays_it_after_a_confirm
     dialog.get_by_role("button", name="Replay", exact=True).click()
     expect(page.locator("#replay-answer")).to_contain_text("Replayed 1 chunk(s), skipped 0.", timeout=WAIT_MS)
     expect(row).to_have_count(0, timeout=WAIT_MS)
+    held.unlink()
     expect(card.get_by_role("progressbar")).to_have_attribute("aria-valuenow", "100", timeout=WAIT_MS)
     expect(card).to_contain_text("30 succeeded · 0 failed · 0 pending of 30", timeout=WAIT_MS)
     assert page_stack.seen == []
