@@ -9,6 +9,7 @@ which the batch's chunks (if any still came) must be judged again. So an entry i
 from __future__ import annotations
 
 from collections import OrderedDict
+from datetime import datetime
 
 MAX_ENTRIES = 10_000
 MAX_AGE_S = 3_600.0  # far shorter than any lifecycle rule (days), far longer than a drain session
@@ -76,25 +77,31 @@ class CommittedAttempts:
 
 class EndedBatches:
     """The batches a drainer process knows to be ended (cancelled, or failed past their tolerance), from the
-    last listing of the ended markers (`shared.store.ended`), taken at most `fresh_s` ago before a handler call
-    of a batch starts (`shared.batch.lifecycle.ENDED_CHECK_S`)."""
+    listings of the ended markers (`shared.store.ended`), the last begun at most `fresh_s` ago before a handler
+    call of a batch starts (`shared.batch.lifecycle.ENDED_CHECK_S`). The first listing reads every marker, the
+    later ones only those written since the previous one began (`since`), whose ids join what is known."""
 
     def __init__(self, fresh_s: float) -> None:
         self.fresh_s = fresh_s
         self._ids: frozenset[str] = frozenset()
         self._mine: set[str] = set()  # ended by this process since: known before any listing says so
-        self.listed_at: float | None = None
+        self.listed_at: float | None = None  # the last listing's start, by the monotonic clock
+        self.since: datetime | None = None  # the same, by the wall clock: where the next listing may start from
 
     def fresh(self, now: float) -> bool:
         return self.listed_at is not None and now - self.listed_at <= self.fresh_s
 
-    def listed(self, ids: frozenset[str], started_at: float) -> None:
-        """A listing begun at `started_at` (it saw every marker written before then); one that began before the
-        listing known here (two sessions of a process list concurrently) adds its ids and keeps the later time."""
+    def listed(
+        self, ids: frozenset[str], started_at: float, *, began: datetime | None = None, full: bool = True
+    ) -> None:
+        """A listing begun at `started_at` (`began` by the wall clock): it saw every marker written before then,
+        all of them if `full`, else those written since the previous listing began. One that began before the
+        listing known here (two sessions of a process list concurrently) only adds its ids."""
         if self.listed_at is not None and started_at < self.listed_at:
             self._ids |= ids
             return
-        self._ids, self.listed_at = ids, started_at
+        self._ids = ids if full else self._ids | ids
+        self.listed_at, self.since = started_at, began
         self._mine -= ids
 
     def add(self, batch_id: str) -> None:

@@ -50,6 +50,7 @@ class ChunkWork:
         self._linked: set[str] = set()  # batches the drain session's span links to
         self.limits: HandlerLimits | None = None  # the session's share of the app-wide handler limits
         self._ended_listing: asyncio.Future[None] | None = None
+        self._pruning: set[asyncio.Future[int]] = set()  # old ended markers being deleted (held till done)
 
     async def admission(self, header: ChunkHeader) -> Admission:
         verdict = await self._committed(header)
@@ -82,9 +83,16 @@ class ChunkWork:
         raise StorageError("list ended batches", f"no listing answered within {ENDED_CHECK_S} s of its start")
 
     async def _list_ended(self) -> None:
-        started = time.monotonic()  # the listing's time: it knows every marker written before it began
+        started, began = time.monotonic(), utcnow()  # its time: it knows every marker written before it began
         state = self.s.storage.container(self.settings.state_container)
-        self.s.ended.listed(await ended.listed(state), started)
+        known = self.s.ended
+        # After a first listing of every marker, only those written since the previous listing began.
+        found = await ended.listed(state, since=known.since, now=began)
+        known.listed(found.ids, started, began=began, full=found.full)
+        if found.aged:  # markers no cancel pruned in time: deleted aside, so no chunk waits for it
+            pruning = asyncio.ensure_future(ended.delete(state, found.aged))
+            self._pruning.add(pruning)
+            pruning.add_done_callback(self._pruning.discard)
 
     def _still_runs(self, header: ChunkHeader) -> bool:
         """Judged by a sync handler's thread as it begins the call, with no I/O: the process's knowledge of ended

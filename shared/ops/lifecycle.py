@@ -9,15 +9,18 @@ drain execution recorded results of (`shared.router`), and after a cancel: two s
 manifest read and a listing of its results), never per chunk, and a write once.
 
 The export (`export`) reads the result records in position order, a window of chunks at a time: one listing
-of the batch's results (one page per 5,000 result blobs), then one GetBlob per result blob per window of
-`WINDOW_CHUNKS` chunks it holds records of (a blob is usually read once: records settled together sit
-together). Memory: the listing's entries (a few dozen bytes per chunk) and one window's records.
+of the batch's results (one page per 5,000 result blobs), then one GetBlob per result blob holding records of the
+window's chunks: first the chunks the page's positions span (a page of `limit` lines from `start`), then
+`WINDOW_CHUNKS` chunks at a time while lines are still wanted (items without a line yet, or filtered out by
+status). A page of one line reads the blobs of one chunk. Memory: the listing's entries (a few dozen bytes per
+chunk) and one window's records.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable
+from bisect import bisect_left
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import replace
 from datetime import datetime, timezone
 from itertools import accumulate
@@ -183,8 +186,7 @@ async def export(
     first = next((c for c in range(manifest.chunks) if starts[c + 1] > start), manifest.chunks)
     results = services.storage.container(services.settings.results_container)
     emitted = 0
-    for window in range(first, manifest.chunks, WINDOW_CHUNKS):
-        chunks = range(window, min(window + WINDOW_CHUNKS, manifest.chunks))
+    for chunks in _windows(starts, first, start + limit):
         records = await _window_records(results, [e for c in chunks for e in by_chunk.get(c, [])])
         for c in chunks:
             lines = _chunk_lines(records.get(c, []), starts[c], manifest.chunk_sizes[c], unstarted)
@@ -195,6 +197,17 @@ async def export(
                 emitted += 1
                 if emitted >= limit:
                     return
+
+
+def _windows(starts: list[int], first: int, end: int) -> Iterator[range]:
+    """The chunks whose records are read together, from chunk `first`: those that hold positions before `end`
+    (a page needs no more unless some of its items have no line, or not the status asked for), then
+    WINDOW_CHUNKS at a time. So a page of one line reads the blobs of one chunk, not of 256."""
+    chunks = len(starts) - 1
+    at, size = first, min(WINDOW_CHUNKS, max(1, bisect_left(starts, end, first, chunks) - first))
+    while at < chunks:
+        yield range(at, min(at + size, chunks))
+        at, size = at + size, WINDOW_CHUNKS
 
 
 async def _window_records(results: Any, wanted: list[ResultEntry]) -> dict[int, list[dict[str, Any]]]:

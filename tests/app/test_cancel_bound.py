@@ -68,11 +68,11 @@ async def test_a_listing_of_the_ended_markers_slower_than_the_bound_is_not_taken
     real, count = ended.listed, 0
     second_read, cancelled = asyncio.Event(), asyncio.Event()
 
-    async def slow(state):  # type: ignore[no-untyped-def]
+    async def slow(state, **since):  # type: ignore[no-untyped-def]
         nonlocal count
         count += 1
         began = time.monotonic()
-        found = await real(state)
+        found = await real(state, **since)
         if count == 2:
             second_read.set()
             await cancelled.wait()
