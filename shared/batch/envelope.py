@@ -42,6 +42,7 @@ class ChunkHeader:
     expires_ms: int | None = None  # epoch ms after which its items are recorded `expired`, not run
     not_before_ms: int | None = None  # epoch ms before which it is not run
     max_failed: float | None = None  # the batch's max_failed_fraction
+    start: int | None = None  # the position in its batch of the chunk's first item (None: enqueued before it was sent)
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {"v": VERSION, "b": self.batch_id, "a": self.attempt, "c": self.chunk, "g": self.gen}
@@ -51,7 +52,12 @@ class ChunkHeader:
             out["i"] = list(self.positions)
         if self.trace is not None:
             out["t"] = self.trace
-        for key, value in (("x", self.expires_ms), ("n", self.not_before_ms), ("f", self.max_failed)):
+        for key, value in (
+            ("x", self.expires_ms),
+            ("n", self.not_before_ms),
+            ("f", self.max_failed),
+            ("o", self.start),
+        ):
             if value is not None:
                 out[key] = value
         return out
@@ -151,6 +157,9 @@ def _decode_header(doc: dict[str, Any]) -> ChunkHeader:
         raise MalformedEnvelope('"x" and "n" must be epoch milliseconds')
     if max_failed is not None and (not isinstance(max_failed, int | float) or isinstance(max_failed, bool)):
         raise MalformedEnvelope('"f" must be a number')
+    start = doc.get("o")
+    if start is not None and not _count(start):
+        raise MalformedEnvelope('"o" must be a position')
     return ChunkHeader(
         batch_id,
         attempt,
@@ -162,6 +171,7 @@ def _decode_header(doc: dict[str, Any]) -> ChunkHeader:
         expires_ms,
         not_before_ms,
         float(max_failed) if max_failed is not None else None,
+        start,
     )
 
 

@@ -175,7 +175,8 @@ class ChunkWork:
             tracing.about_batch(header.batch_id),
         ):
             items, positions = await self._load_items(msg)
-            context = ChunkContext(header.batch_id, header.chunk, attempt, self.settings)
+            placed = tuple(await self._batch_positions(header, positions))
+            context = ChunkContext(header.batch_id, header.chunk, attempt, self.settings, placed)
             async with self.limits.admit(len(items)) if self.limits is not None else nullcontext():
                 result = await self._judged_call(header, items, context)
             settlement = settle(
@@ -258,6 +259,15 @@ class ChunkWork:
         tracing.set_outcome(span, outcome, ok=not (retried or parked))
         metrics.item_outcomes(succeeded, retried, parked, {"queue": self.queue})
         metrics.CHUNKS.add(1, {"queue": self.queue, "outcome": outcome})
+
+    async def _batch_positions(self, header: ChunkHeader, positions: list[int]) -> list[int]:
+        """The items' positions in their batch: the chunk's start (carried by its header) plus each one's place in
+        the chunk; a chunk enqueued before headers carried it reads its start from the manifest (one read shared by
+        the chunks of its batch that arrive together)."""
+        start = header.start
+        if start is None:
+            start = sum((await self._manifest(header.batch_id)).chunk_sizes[: header.chunk])
+        return [start + p for p in positions]
 
     async def _load_items(self, msg: ChunkMessage) -> tuple[list[Any], list[int]]:
         if msg.items is not None:

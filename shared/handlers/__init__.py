@@ -43,10 +43,24 @@ class ChunkResult:
 
 @dataclass(frozen=True)
 class ChunkContext:
+    """What a handler knows of the chunk it is given: `positions[i]` is `items[i]`'s place in its batch (a
+    retried chunk holds only the items still to do, so `i` alone is not stable), and `item_key(i)` the item's key,
+    `batch_id:position`: the same on every delivery and retry of that item, and unique across batches and tenants.
+    Send it as the idempotency key of a downstream call to have that call take effect once (docs/handler.md)."""
+
     batch_id: str
     chunk: int
     attempt: int  # 1 on first delivery
     settings: Settings
+    positions: Sequence[int] = ()
+
+    def item_key(self, index: int) -> str:
+        """`items[index]`'s stable key: `batch_id:position`."""
+        return f"{self.batch_id}:{self.positions[index]}"
+
+    @property
+    def item_keys(self) -> list[str]:
+        return [f"{self.batch_id}:{position}" for position in self.positions]
 
 
 @runtime_checkable

@@ -301,6 +301,7 @@ def prepare(
     out: list[Outgoing] = []
     for chunk, queue in zip(chunks, chunk_queues, strict=True):
         header = envelope.ChunkHeader(manifest.batch_id, manifest.attempt, chunk.index, trace=trace, **lifecycle)  # type: ignore[arg-type]
+        header = replace(header, start=chunk.start)
         text = envelope.encode_inline(header, chunk.items)
         if text is not None:
             out.append(Outgoing(queue, text, hidden_s=hidden_s))

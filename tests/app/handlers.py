@@ -22,7 +22,13 @@ release = asyncio.Event()
 on_chunk: list[Callable[[ChunkContext], Awaitable[None]]] = []
 
 
+keys_seen: dict[str, list[str]] = {}
+applied: Counter[str] = Counter()  # a downstream that applies each idempotency key once
+
+
 def reset() -> None:
+    keys_seen.clear()
+    applied.clear()
     calls.clear()
     cancelled.clear()
     attempts_seen.clear()
@@ -58,6 +64,20 @@ async def record(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
     for hook in list(on_chunk):
         await hook(context)
     return ChunkResult([ItemOutcome.success({"seen": item_id(i)}) for i in items])
+
+
+async def keyed_downstream(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
+    """Calls a downstream with each item's stable key as its idempotency key: the downstream applies a key once.
+    Items whose id ends in 7 fail on their first attempt, after the downstream applied them (a lost answer)."""
+    outcomes = []
+    for index, item in enumerate(items):
+        key = context.item_key(index)
+        keys_seen.setdefault(item_id(item), []).append(key)
+        applied[key] += 0 if key in applied else 1
+        first = len(keys_seen[item_id(item)]) == 1
+        failed = item_id(item).endswith("7") and first
+        outcomes.append(ItemOutcome.failure("the answer was lost") if failed else ItemOutcome.success())
+    return ChunkResult(outcomes)
 
 
 def fail_sevens(items: Sequence[Any], context: ChunkContext) -> ChunkResult:

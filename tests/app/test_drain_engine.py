@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -81,6 +82,45 @@ async def test_failed_items_are_retried_alone_and_poisoned_after_max_dequeues(co
     assert all(p.info.failed == 1 for p in parked)
     assert report.items_retried == 4
     assert set((await result_positions(services, batch_id)).values()) == {1}
+
+
+async def test_each_item_carries_a_stable_key_its_retries_repeat_so_a_downstream_applies_it_once(configure):
+    # Issue 40 item 9: the context gives each item's position and `batch_id:position`, the same on a retried subset.
+    services = configure(HANDLER="tests.app.handlers:keyed_downstream", CHUNK_MAX_ITEMS="10")
+    ids = [f"k-{i}" for i in range(25)]
+    batch_id = await submit_ids(services, ids)
+
+    await drain_all(services)
+
+    expected = {item: f"{batch_id}:{position}" for position, item in enumerate(ids)}
+    assert {item: set(keys) for item, keys in handlers.keys_seen.items()} == {k: {v} for k, v in expected.items()}
+    assert len(handlers.keys_seen["k-7"]) == len(handlers.keys_seen["k-17"]) == 2, "retried alone, the same key"
+    assert handlers.applied == dict.fromkeys(expected.values(), 1), "each item applied downstream once"
+    status = await read_batch_status(services, batch_id)
+    assert status["items"]["succeeded"] == 25
+
+
+async def test_a_chunk_enqueued_before_headers_carried_its_start_gets_the_same_keys(configure):
+    # A chunk message without "o" (its start): the engine reads the start from the manifest instead.
+    services = configure(HANDLER="tests.app.handlers:keyed_downstream", CHUNK_MAX_ITEMS="10")
+    ids = [f"o-{i}" for i in range(25)]
+    batch_id = await submit_ids(services, ids)
+    queue = await services.storage.ensure_queue(services.settings.work_queue)
+    messages = [m async for m in queue.receive_messages(max_messages=32)]
+    assert len(messages) == 3
+    for message in messages:
+        old = envelope.decode(message.content)
+        assert old.header.start is not None
+        assert old.items is not None
+        header = replace(old.header, start=None)
+        await queue.send_message(envelope.encode_inline(header, envelope.encode_items(old.items)))
+        await queue.delete_message(message)
+
+    await drain_all(services)
+
+    assert handlers.keys_seen == {
+        item: [f"{batch_id}:{p}"] * (2 if item.endswith("7") else 1) for p, item in enumerate(ids)
+    }
 
 
 async def test_permanent_failures_are_poisoned_at_once_and_transient_ones_succeed_on_retry(configure):
