@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 
 import azure.functions as func
-
 from azure.functions.timer import TimerRequest
 
 from shared.core.events import Reason

@@ -1,8 +1,8 @@
 """The cancel and expiry bounds for a slow sync handler on the real local stack (issue 36 items 4 and 13):
 function_app.py in the local host, the real Azurite and the Service Bus stand-in. The handler takes 3.5 s a
 chunk on a thread, and more chunks are admitted at once (32) than the loop's default executor has threads (a
-few per CPU); 150 chunks, so that waves of calls start before and after the bound: no call of a cancelled batch starts later than ENDED_CHECK_S after the cancel's answer, and none
-of an expired one after its `expires_at`.
+few per CPU); 150 chunks, so that waves of calls start before and after the bound: no call of a cancelled batch
+starts later than ENDED_CHECK_S after the cancel's answer, and none of an expired one after its `expires_at`.
 """
 
 from __future__ import annotations
