@@ -7,7 +7,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import cache
@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from shared.access import caller, replay_scope
-from shared.batch import lifecycle
+from shared.batch import labels, lifecycle
 from shared.batch.batches import is_batch_id
 from shared.core import identity, lanes, webhooks
 from shared.core.errors import LimitExceeded, MalformedRequest, RequestError, StorageError, StorageUnavailable
@@ -26,7 +26,7 @@ from shared.core.settings import Settings
 from shared.intake.body import Limits, check_depth, loads
 from shared.intake.submit import submit
 from shared.ops import lifecycle as batch_lifecycle
-from shared.ops import parked, probe, replay, replay_jobs, reports
+from shared.ops import listing, parked, probe, replay, replay_jobs, reports
 from shared.ops.status import FINAL
 from shared.runtime import services
 from shared.telemetry import metering
@@ -151,7 +151,7 @@ async def submit_batch(
 
     async def call() -> ApiResponse:
         lane = submit_lane(headers, params or {}, caller(headers))
-        options = submit_options(headers, params or {})
+        options = replace(submit_options(headers, params or {}), metadata=labels.given(headers, params or {}))
         found = services()
         callback_url = submit_callback(headers, params or {}, found.settings, request_url)
         done = await submit(
@@ -178,6 +178,8 @@ async def submit_batch(
         }
         if manifest.callback_url is not None:
             answer_body["callback_url"] = manifest.callback_url
+        if manifest.metadata:
+            answer_body["metadata"] = manifest.metadata
         out_headers = {"Location": url}
         if done.replayed:
             out_headers["Idempotent-Replayed"] = "true"
@@ -252,11 +254,13 @@ async def batch_results(
     return await read(call)
 
 
-def page_request(params: Mapping[str, str]) -> tuple[int, str | None]:
-    """`?limit=N` (1-50, default 20) and `?continuation=` (the token the previous page answered)."""
-    unknown = sorted(set(params) - {"limit", "continuation", "code"})
+def page_request(params: Mapping[str, str], more: Sequence[str] = ()) -> tuple[int, str | None]:
+    """`?limit=N` (1-50, default 20) and `?continuation=` (the token the previous page answered), and the route's
+    `more` parameters."""
+    unknown = sorted(set(params) - {"limit", "continuation", "code", *more})
     if unknown:
-        raise MalformedRequest(f"unknown query parameter {unknown[0]!r}; this route takes limit and continuation")
+        takes = ", ".join(["limit", "continuation", *more])
+        raise MalformedRequest(f"unknown query parameter {unknown[0]!r}; this route takes {takes}")
     return int_param(params, "limit", DEFAULT_PAGE, 1, MAX_PAGE), params.get("continuation")
 
 
@@ -277,9 +281,12 @@ async def batch_list(params: Mapping[str, str], headers: Mapping[str, str] | Non
 
     async def call() -> ApiResponse:
         who = caller(headers)
-        limit, continuation = page_request(params)
-        tenant = None if who.operator else who.tenant
-        return ApiResponse(200, await reports.read_batch_page(services(), limit, continuation, tenant))
+        limit, continuation = page_request(params, listing.PARAMS)
+        only = listing.list_filter(params)
+        if only.tenant is not None and only.tenant != who.tenant:
+            who.needs_operator("another tenant's batches")
+        tenant = only.tenant if who.operator else who.tenant
+        return ApiResponse(200, await reports.read_batch_page(services(), limit, continuation, tenant, only))
 
     return await read(call)
 

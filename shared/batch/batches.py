@@ -43,7 +43,7 @@ def new_batch_id(idempotency_key: str | None, tenant: str = DEFAULT_TENANT) -> s
 
 # What a keyed submit asked for besides its body, in the order a refusal names them (Stripe's rule: a key reused
 # with other parameters is refused, not answered with the first request's batch). The tenant is in the id.
-BOUND = ("priority", "expires_in_s", "not_before", "max_failed_fraction", "callback_url")
+BOUND = ("priority", "expires_in_s", "not_before", "max_failed_fraction", "callback_url", "metadata")
 
 
 def bound(
@@ -52,9 +52,11 @@ def bound(
     not_before: str | None,
     max_failed_fraction: float | None,
     callback_url: str | None,
+    metadata: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The options a keyed submit asked for, as it gave them (defaults left out): what a reuse must repeat."""
-    given = zip(BOUND, (priority, expires_in_s, not_before, max_failed_fraction, callback_url), strict=True)
+    asked = (priority, expires_in_s, not_before, max_failed_fraction, callback_url, metadata)
+    given = zip(BOUND, asked, strict=True)
     return {name: value for name, value in given if value is not None}
 
 
@@ -127,6 +129,8 @@ class Manifest:
     callback_url: str | None = None
     # A keyed submit's options as it gave them (BOUND; None for a default): a reuse of its key must ask the same.
     request: dict[str, Any] | None = None
+    # The caller's labels (`shared.batch.labels`); written only when the submit gave some.
+    metadata: dict[str, str] | None = None
 
     @property
     def chunks(self) -> int:
@@ -143,7 +147,7 @@ class Manifest:
         for name in OPTIONAL:
             if out[name] is None:
                 del out[name]  # and so do those of batches that asked for no lifecycle
-        for name in ("callback_url", "request"):
+        for name in ("callback_url", "request", "metadata"):
             if out[name] is None:
                 del out[name]
         return out

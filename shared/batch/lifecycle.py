@@ -48,6 +48,8 @@ class Options:
     # As the request gave them, for binding an Idempotency-Key to them (a delay's not_before moves with the clock).
     expires_in_s: int | None = None
     not_before_asked: str | None = None
+    # The batch's labels (`shared.batch.labels`): not its lifecycle, but given and bound with it.
+    metadata: dict[str, str] | None = None
 
     def asked(self) -> tuple[int | None, str | None, float | None]:
         """expires_in_s, not_before and max_failed_fraction as the request gave them (`batches.bound`)."""
@@ -88,18 +90,24 @@ def checked_not_before(text: str | None, now: datetime) -> datetime | None:
     if text.isascii() and text.isdigit():
         when = now + timedelta(seconds=int(text)) if len(text) <= 8 else None
     else:
-        found = RFC3339.fullmatch(text)
-        if found is None:
-            raise ValueError(problem)
-        fraction = (found["fraction"] or "")[:7]  # to the microsecond: the point and six digits
-        offset = found["offset"].upper().replace("Z", "+00:00")
-        try:
-            when = datetime.fromisoformat(f"{found['date']}T{found['time']}{fraction}{offset}")
-        except ValueError:  # a day or an hour that does not exist (2030-02-30, 24:00, a leap second)
-            raise ValueError(problem) from None
+        when = rfc3339(text)
     if when is None or (when - now).total_seconds() > MAX_NOT_BEFORE_S:
         raise ValueError(problem)
     return max(when.astimezone(timezone.utc), now)
+
+
+def rfc3339(text: str) -> datetime | None:
+    """An RFC 3339 date-time with its offset, or None for any other text (or a day or an hour that does not exist:
+    2030-02-30, 24:00, a leap second)."""
+    found = RFC3339.fullmatch(text)
+    if found is None:
+        return None
+    fraction = (found["fraction"] or "")[:7]  # to the microsecond: the point and six digits
+    offset = found["offset"].upper().replace("Z", "+00:00")
+    try:
+        return datetime.fromisoformat(f"{found['date']}T{found['time']}{fraction}{offset}")
+    except ValueError:
+        return None
 
 
 def checked_fraction(text: str | None) -> float | None:

@@ -182,7 +182,8 @@ async def _submit(
         not_before=options.not_before.isoformat() if options.not_before else None,
         max_failed_fraction=options.max_failed_fraction,
         callback_url=callback_url,
-        request=batches.bound(priority, *options.asked(), callback_url) if key is not None else None,
+        request=batches.bound(priority, *options.asked(), callback_url, options.metadata) if key is not None else None,
+        metadata=options.metadata,
     )
     lanes = [Lane(queue, tenant, priority).name for queue in chunk_queues]
     quota_gate.check_size(settings, len(intake.items))

@@ -45,6 +45,7 @@ def batch_progress(batch: IndexEntry, found: Iterable[ResultEntry], now: datetim
     items = {"total": batch.items, "succeeded": succeeded, "failed": failed}
     if discarded:  # as the status route shows them, so that the counts add up to the total
         items |= {"cancelled": cancelled, "expired": expired}
+    shown = {"metadata": batch.metadata} if batch.metadata else {}
     return {
         "batch_id": batch.batch_id,
         "status": status,
@@ -60,7 +61,7 @@ def batch_progress(batch: IndexEntry, found: Iterable[ResultEntry], now: datetim
         "items_per_s": round(rate, 2) if rate else None,
         # Rounded up, to the tenth: only a complete batch has no time left.
         "eta_s": 0.0 if complete else (math.ceil(pending / rate * 10) / 10 if rate else None),
-    }
+    } | shown
 
 
 def items_per_s(settled: int, since: datetime, until: datetime | None) -> float | None:

@@ -21,6 +21,7 @@ from shared.engine import lane_queues
 from shared.engine.rates import QUEUE_TARGET_PER_S, advice
 from shared.ops import costs, notices
 from shared.ops.lifecycle import no_batch, visible
+from shared.ops.listing import ListFilter
 from shared.ops.progress import batch_progress
 from shared.ops.status import batch_status
 from shared.services import Services
@@ -52,6 +53,8 @@ async def read_batch_status(services: Services, batch_id: str, caller: Caller | 
     visible(manifest, caller)
     entries = await list_entries(services.storage.container(settings.results_container), batch_id)
     status = batch_status(manifest, entries, datetime.now(timezone.utc))
+    if manifest.metadata:
+        status["metadata"] = manifest.metadata
     if status["chunks"]["pending"]:
         # The backlog its chunks wait in: one read per partition it went to.
         names = [Lane(q, manifest.tenant, manifest.priority).name for q in manifest.queues]
@@ -142,17 +145,18 @@ async def quota_use(services: Services, state: ContainerClient) -> dict[str, Any
 
 
 async def read_batch_page(
-    services: Services, limit: int, continuation: str | None, tenant: str | None = None
+    services: Services, limit: int, continuation: str | None, tenant: str | None = None, only: ListFilter | None = None
 ) -> dict[str, Any]:
     """Recent batches (every tenant's, or `tenant`'s own), newest first: one listing of the index, then one
-    listing of each batch's results."""
+    listing of the results of each batch in the filter's time (`only`; its status is judged from them)."""
     settings = services.settings
+    only = only or ListFilter()
     batches = services.storage.container(settings.batches_container)
     index = await batch_index.page(batches, limit, continuation, tenant)
+    entries = [entry for entry in index.entries if only.in_time(entry)]
     results = services.storage.container(settings.results_container)
-    listed = await asyncio.gather(*(list_entries(results, entry.batch_id) for entry in index.entries))
+    listed = await asyncio.gather(*(list_entries(results, entry.batch_id) for entry in entries))
     now = datetime.now(timezone.utc)
-    return {
-        "batches": [batch_progress(entry, found, now) for entry, found in zip(index.entries, listed, strict=True)],
-        "continuation": index.continuation,
-    }
+    shown = [batch_progress(entry, found, now) for entry, found in zip(entries, listed, strict=True)]
+    over = any(only.past(entry) for entry in index.entries)
+    return {"batches": [b for b in shown if only.keeps(b)], "continuation": None if over else index.continuation}

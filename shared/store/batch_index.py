@@ -31,6 +31,7 @@ from typing import Any
 
 from azure.storage.blob.aio import ContainerClient
 
+from shared.batch import labels
 from shared.batch.batches import Manifest
 from shared.core.errors import MalformedRequest, ResourceMissing, StorageError
 from shared.store.storage import translated
@@ -66,6 +67,7 @@ class IndexEntry:
     max_failed_fraction: float | None = None  # its failure tolerance, when it set one (likewise)
     callback: bool = False  # it named a callback_url (entries written before this say not): the notice sweep's filter
     tenant: str | None = None  # written for a tenant's batch (entries written before this have none)
+    metadata: dict[str, str] | None = None  # the batch's labels, when it has some
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,8 @@ def metadata(manifest: Manifest) -> dict[str, str]:
         meta["max_failed_fraction"] = repr(manifest.max_failed_fraction)
     if manifest.callback_url is not None:  # so the notice sweep finds it without reading the manifest
         meta["callback"] = "1"
+    if manifest.metadata:  # so the list shows the labels without reading the manifest
+        meta["labels"] = labels.encoded(manifest.metadata)
     return meta
 
 
@@ -131,6 +135,7 @@ def entry(name: str, meta: Mapping[str, str] | None) -> IndexEntry | None:
         max_failed_fraction=fraction,
         callback=meta.get("callback") == "1",
         tenant=meta.get("tenant"),
+        metadata=labels.decoded(meta.get("labels")),
     )
 
 
