@@ -24,7 +24,7 @@ CALLBACK_SETTINGS = {
     "CALLBACK_ALLOWED_HOSTS": "receiver.sim",
     "CALLBACK_SECRET": SECRET,
     "CALLBACK_RETRY_MAX_S": "60",
-    "CALLBACK_WINDOW_S": "900",
+    "CALLBACK_WINDOW_S": "3600",  # several timer periods: a notice whose attempt events are lost is swept again
 }
 LIFECYCLE_MODES = ("ok", "ok", "ok", "ok", "ok", "t1", "t2", "perm", "t6")  # t6: fails past MAX_DEQUEUE_COUNT
 RECEIVER_KINDS = ("down", "slow", "failing", "duplicating")

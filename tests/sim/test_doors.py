@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sim.platform import FEATURES
-from sim.world import run
+from sim.world import World, run
 
 ROOT = Path(__file__).resolve().parents[2]
 DOOR_SEEDS = [("lifecycle", 1), ("lifecycle", 3), ("idle", 1), ("platform", 0), ("platform", 2)]
@@ -23,6 +23,23 @@ def test_every_invariant_holds_through_the_other_doors(family: str, seed: int) -
     assert outcome.ok, outcome.report()
     assert outcome.accepted > 0, outcome.report()
     assert outcome.features, outcome.report()
+
+
+@pytest.mark.slow
+def test_a_sync_handlers_calls_wait_for_their_threads_and_end_where_they_began() -> None:
+    """Platform seed 35: a sync handler of 2-6 s a call whose threads start up to 3 s late (a busy machine)."""
+    seen: list[World] = []
+    outcome = run(35, family="platform", seen=seen)
+    assert outcome.ok, outcome.report()
+    world = seen[0]
+    assert (world.scenario.handler, world.scenario.thread_start_s) == ("sync", (0.0, 3.0))
+    calls = [c for c in world.calls if c.kind == "sync"]
+    assert calls
+    assert max(c.started_s - c.asked_s for c in calls) > 0.5  # a thread began late
+    for call in calls:
+        low, high = world.scenario.handler_s
+        assert call.ended_s is None or low <= call.ended_s - call.started_s <= high + 1e-6, call
+    assert world.in_flight == 0
 
 
 def awaited_calls(source: str, function: str) -> list[str]:
