@@ -285,5 +285,6 @@ output AZURE_RESOURCE_GROUP string = rg.name
 output AZURE_FUNCTION_APP_NAME string = app.outputs.name
 output FUNCTION_APP_URL string = app.outputs.url
 output MAX_DRAINERS_PER_QUEUE int = maxDrainersPerQueue
+output TENANT_FROM string = tenantFrom // the smoke hook checks that Easy Auth refuses a forged principal
 output FETCH_FUNCTION_KEY string = 'az functionapp keys list --resource-group ${rg.name} --name ${app.outputs.name} --query functionKeys.default --output tsv'
 output APPLICATIONINSIGHTS_NAME string = monitoring.outputs.applicationInsightsName

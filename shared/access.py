@@ -17,7 +17,7 @@ from shared.services import Services
 def caller(headers: Mapping[str, str] | None) -> Caller:
     """Who is calling (`shared.core.identity`): 401 without a principal and 403 without a tenant, when
     TENANT_FROM=principal; the one trusted caller otherwise."""
-    settings = runtime.load_settings()
+    settings = runtime.services().settings  # the same instance settings the rest of the call uses
     return identity.caller_of(headers or {}, tenant_from=settings.tenant_from, claim=settings.tenant_claim)
 
 

@@ -8,6 +8,9 @@
    Service Bus with the app's identity, the Service Bus trigger fired the drain function, which wrote to storage,
    and the status route read it back with the work queue's depth. No batch, no call of the chunk handler: a
    custom handler never fails a deploy, and nothing lands among the user's batches.
+4. With TENANT_FROM=principal (infra/main.bicep's output), GET /api/queues with the key, no token and a hand-written
+   X-MS-CLIENT-PRINCIPAL holding the operator role must answer 401: App Service Authentication guards the app. If
+   the app answers it, anyone with the key could name any tenant (docs/deploying.md, "Caller identity").
 
 Every step is retried with back-off until one deadline (`SMOKE_TIMEOUT_S`, 900 s by default): after a first
 deploy the identity's new roles take up to about ten minutes to reach storage and Service Bus (403s, a host that
@@ -20,6 +23,7 @@ FUNCTION_APP_URL, AZURE_SUBSCRIPTION_ID, AZURE_RESOURCE_GROUP, AZURE_FUNCTION_AP
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import json
 import os
@@ -139,6 +143,32 @@ def function_key(deadline: float) -> str:
 ARM_NAMES = ("AZURE_SUBSCRIPTION_ID", "AZURE_RESOURCE_GROUP", "AZURE_FUNCTION_APP_NAME")
 
 
+# A principal a client writes itself: the operator role, no token. Only the platform may set this header.
+FORGED = base64.b64encode(
+    json.dumps({"auth_typ": "aad", "claims": [{"typ": "roles", "val": "operator"}], "role_typ": "roles"}).encode()
+).decode()
+
+
+def forgery_refused(base: str, key: str) -> bool | None:
+    """True once the platform answers 401 to a forged principal without a token; Failed if the app answers."""
+    headers = {"x-functions-key": key, "X-MS-CLIENT-PRINCIPAL": FORGED}
+    request = urllib.request.Request(checked_url(f"{base}/api/queues"), headers=headers)  # noqa: S310 (checked_url)
+    try:
+        with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S):  # noqa: S310 (checked_url)
+            pass
+    except urllib.error.HTTPError as e:
+        if e.code == 401:
+            return True
+        raise NotYet(f"GET /api/queues with a forged principal answered {e.code}") from e
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
+        raise NotYet(f"GET /api/queues: {e}") from e
+    raise Failed(
+        "a request without a token and with a hand-written X-MS-CLIENT-PRINCIPAL (operator) was answered: App "
+        "Service Authentication does not guard this app, so any key holder can name any tenant. See "
+        "docs/deploying.md, Caller identity (set TENANT_FROM=header, or put a gateway that checks tokens in front)"
+    )
+
+
 def main() -> None:
     base = os.environ["FUNCTION_APP_URL"].rstrip("/")
     deadline = time.monotonic() + TIMEOUT_S
@@ -163,6 +193,9 @@ def main() -> None:
         f"(work queue depth {status.get('work_queue_depth')})",
         flush=True,
     )
+    if os.environ.get("TENANT_FROM", "").strip() == "principal":
+        until(deadline, "App Service Authentication refusing a forged principal", lambda: forgery_refused(base, key))
+        print("smoke: a forged X-MS-CLIENT-PRINCIPAL without a token is refused (401)", flush=True)
 
 
 if __name__ == "__main__":

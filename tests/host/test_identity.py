@@ -188,12 +188,12 @@ async def test_every_route_serves_its_own_tenant_only_and_answers_another_tenant
         replay_unknown = await call(session, "POST", "/api/poison/replay", who.beta, json={"batch_id": UNKNOWN})
         assert replay_other[0] == replay_unknown[0] == 404
         assert replay_other[1].replace(alpha_batch.encode(), b"X") == replay_unknown[1].replace(UNKNOWN.encode(), b"X")
-        for wide in ({}, {"message_ids": ["abc"]}, {"batch_id": beta_batch, "background": True}):
+        for wide in ({"all": True}, {"message_ids": ["abc"]}, {"batch_id": beta_batch, "background": True}):
             status, raw = await call(session, "POST", "/api/poison/replay", who.beta_forging, json=wide)
             assert status == 403, (wide, raw)
         assert (await call(session, "POST", "/api/poison/replay", who.operator, json={"batch_id": UNKNOWN}))[0] == 200
         for refused in who.refused:
-            assert (await call(session, "POST", "/api/poison/replay", refused, json={}))[0] == 401
+            assert (await call(session, "POST", "/api/poison/replay", refused, json={"all": True}))[0] == 401
 
         # Views across tenants: the operator's only.
         for path in (

@@ -115,17 +115,23 @@ def serving(server: ThreadingHTTPServer) -> Iterator[str]:
         server.server_close()
 
 
-@pytest.fixture
+@pytest.fixture(params=["header"])
 def keyed_host(
-    tmp_path: Path, azurite_service: Azurite, servicebus_service: ServiceBus, names: Names
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    azurite_service: Azurite,
+    servicebus_service: ServiceBus,
+    names: Names,
 ) -> Iterator[tuple[RunningHost, Path]]:
-    """The real app, its keys checked as on Azure, and a handler that would fail any batch it were given."""
+    """The real app, its keys checked as on Azure, and a handler that would fail any batch it were given; with
+    `principal`, the local host plays App Service Authentication (emulators/functions/easyauth.py)."""
     secrets = tmp_path / "secrets"
     secrets.mkdir()
     env = app_settings(azurite_service, servicebus_service, names, "smoke") | {
         "AzureWebJobsSecretStorageType": "files",
         "FUNCTIONS_SECRETS_PATH": str(secrets),
         "HANDLER": "tests.host.lifecycle_handlers:sevens_fail",
+        "TENANT_FROM": request.param,
     }
     launcher = HostLauncher(tmp_path)
     try:
@@ -144,7 +150,7 @@ def fake_azd(folder: Path) -> Path:
 
 
 def run_smoke(
-    app_url: str, arm_url: str, path: Path, timeout_s: float = 240, site: str = SITE
+    app_url: str, arm_url: str, path: Path, timeout_s: float = 240, site: str = SITE, **extra: str
 ) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
@@ -155,6 +161,7 @@ def run_smoke(
         "AZURE_SUBSCRIPTION_ID": SUBSCRIPTION,
         "AZURE_RESOURCE_GROUP": GROUP,
         "AZURE_FUNCTION_APP_NAME": site,
+        **extra,
     }
     env.pop("SMOKE_FUNCTION_KEY", None)
     return subprocess.run(
@@ -201,3 +208,22 @@ def test_the_smoke_hook_fails_at_once_on_an_answer_that_waiting_cannot_mend(tmp_
     assert done.returncode != 0
     assert "answered 404" in done.stderr
     assert arm.calls == 1, "not retried: waiting cannot mend a site ARM does not know"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("keyed_host", "guarded"), [("principal", True), ("header", False)], indirect=["keyed_host"])
+def test_with_tenant_from_principal_the_smoke_hook_fails_unless_a_forged_principal_is_refused(
+    keyed_host: tuple[RunningHost, Path], guarded: bool, tmp_path: Path
+) -> None:
+    host, secrets = keyed_host
+    front, arm = Front(host.base_url, closed_s=0), Arm(secrets)
+    for app_url in serving(front):
+        for arm_url in serving(arm):
+            done = run_smoke(app_url, arm_url, fake_azd(tmp_path / "bin"), TENANT_FROM="principal")
+    said = done.stdout + done.stderr
+    if guarded:  # the local host's Easy Auth: the probe passes (excluded), the forged principal gets 401
+        assert done.returncode == 0, said
+        assert "a forged X-MS-CLIENT-PRINCIPAL without a token is refused (401)" in said
+    else:  # an app nothing guards answers the forged operator: the deploy fails, saying why
+        assert done.returncode != 0, said
+        assert "hand-written X-MS-CLIENT-PRINCIPAL (operator) was answered" in said
