@@ -178,6 +178,10 @@ async def test_every_route_serves_its_own_tenant_only_and_answers_another_tenant
         # A submit names its own tenant or none; another tenant's is refused (the operator may name any).
         status, raw = await call(session, "POST", "/api/batches", who.beta | {"X-Tenant": "alpha"}, data=b'{"a":1}\n')
         assert status == 403, raw
+        operator_as = who.operator | {"X-Tenant": "gamma", "Content-Type": "application/x-ndjson"}
+        status, raw = await call(session, "POST", "/api/batches", operator_as, data=b'{"a":1}\n')
+        assert status == 202, raw
+        assert json.loads(raw)["tenant"] == "gamma", raw
         for refused in who.refused:
             assert (await call(session, "POST", "/api/batches", refused, data=b'{"a":1}\n'))[0] == 401
 
