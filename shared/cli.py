@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from queue_drain_client import DEFAULT_URL, ApiError, Client, ConnectionFailed, QueueDrainError, WaitTimeout
-from queue_drain_client.errors import Unauthorized
+from queue_drain_client import cli as client_cli
 
 from shared.ops import waterfall
 
@@ -31,25 +31,11 @@ FOLLOW_EVERY_S = 0.5
 
 
 def error_text(e: QueueDrainError) -> str:
-    """`<status>: <the API's message> (<limit>)`, as the API said it."""
-    if not isinstance(e, ApiError):
-        return str(e)
-    hint = " (pass a valid one with --key)" if isinstance(e, Unauthorized) else ""
-    limit = f" ({e.details['limit']})" if "limit" in e.details else ""
-    return f"{e.status}: {e.message}{limit}{hint}"
+    return client_cli.error_text(e, key_hint="pass a valid one with --key")
 
 
 def summary(status: Mapping[str, Any]) -> str:
-    items, chunks = status["items"], status["chunks"]
-    lines = [
-        f"batch {status['batch_id']}: {status['status']}",
-        f"  items   {items['succeeded']} succeeded, {items['failed']} failed of {items['total']}",
-        f"  chunks  {chunks['done']} done, {chunks['poisoned']} with parked items, of {chunks['total']}",
-        f"  from {status['created_at']} to {status.get('completed_at')}",
-    ]
-    if items["failed"]:
-        lines.append("  see the parked items: python -m shared.cli poison list")
-    return "\n".join(lines)
+    return client_cli.summary(status, poison_hint="python -m shared.cli poison list")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

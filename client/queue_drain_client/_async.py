@@ -180,11 +180,19 @@ class AsyncClient:
         return status
 
     async def batches(
-        self, *, page: int = 20, status: str | None = None, tenant: str | None = None
+        self,
+        *,
+        page: int = 20,
+        status: str | None = None,
+        tenant: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> AsyncIterator[BatchSummary]:
         continuation = None
         while True:
-            doc = await self._json("GET", "/api/batches", common.list_params(page, status, tenant, None, continuation))
+            doc = await self._json(
+                "GET", "/api/batches", common.list_params(page, status, tenant, since, until, continuation)
+            )
             for batch in doc["batches"]:
                 yield batch
             continuation = doc.get("continuation")

@@ -47,6 +47,12 @@ def new_idempotency_key() -> str:
     return f"qd-{uuid.uuid4().hex}"
 
 
+def aware(when: datetime, name: str) -> datetime:
+    if when.tzinfo is None or when.utcoffset() is None:
+        raise ValueError(f"{name} must be an aware datetime (with its offset)")
+    return when
+
+
 def not_before_text(not_before: datetime | int | None) -> str | None:
     """A delay in whole seconds, or an aware datetime as RFC 3339 (the two forms the API takes)."""
     if not_before is None or isinstance(not_before, int):
@@ -123,13 +129,19 @@ def results_page(response: httpx.Response) -> ResultsPage:
 
 
 def list_params(
-    page: int, status: str | None, tenant: str | None, since: datetime | None, continuation: str | None
+    page: int,
+    status: str | None,
+    tenant: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    continuation: str | None,
 ) -> dict[str, str]:
     named = {
         "limit": page,
         "status": status,
         "tenant": tenant,
-        "since": since.isoformat() if since is not None else None,
+        "since": aware(since, "since").isoformat() if since is not None else None,
+        "until": aware(until, "until").isoformat() if until is not None else None,
         "continuation": continuation,
     }
     return {k: str(v) for k, v in named.items() if v is not None}

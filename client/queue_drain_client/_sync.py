@@ -189,12 +189,21 @@ class Client:
         return status
 
     def batches(
-        self, *, page: int = 20, status: str | None = None, tenant: str | None = None
+        self,
+        *,
+        page: int = 20,
+        status: str | None = None,
+        tenant: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> Iterator[BatchSummary]:
-        """Recent batches, newest first, pages followed; `status`, `tenant` (an operator's view): filters."""
+        """Recent batches, newest first, pages followed; filters: `status`, `tenant` (another's: the operator's),
+        `since` and `until` (accepted at or after, before: aware datetimes)."""
         continuation = None
         while True:
-            doc = self._json("GET", "/api/batches", common.list_params(page, status, tenant, None, continuation))
+            doc = self._json(
+                "GET", "/api/batches", common.list_params(page, status, tenant, since, until, continuation)
+            )
             yield from doc["batches"]
             continuation = doc.get("continuation")
             if not continuation:
