@@ -22,7 +22,7 @@ from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 WHOLE_DIRS = {"hostile"}
 # Directories and files whose stacks are module- or class-scoped.
 FILE_DIRS = {"client", "dashboard", "faults", "host", "servicebus"}
-FILE_FILES = {"tests/sim/test_conformance_bus.py"}
+FILE_FILES = {"tests/sim/test_conformance_bus.py", "tests/infra/test_structure.py"}
 REPEAT = "\x00"  # joins a repeated node id to its ordinal; never part of a real node id
 
 
