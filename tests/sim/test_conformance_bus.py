@@ -521,6 +521,7 @@ def test_with_the_namespace_away_publishing_fails_within_the_publish_timeout(bus
     bus(scenario)
 
 
+@pytest.mark.slow  # the real side waits out two refused publishes
 def test_sends_refused_fail_within_the_publish_timeout_while_deliveries_go_on(bus: Run) -> None:
     async def scenario(b: Bus) -> None:
         receiver = await b.receiver()
