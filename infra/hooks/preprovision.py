@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+
+import app_registration  # infra/hooks/: the Entra app registration, made with azd's sign-in
+import smoke
 
 
 def problems(app_settings: str) -> list[str]:
@@ -45,16 +49,20 @@ def problems(app_settings: str) -> list[str]:
 
 
 def identity_problems(environ: dict[str, str]) -> list[str]:
-    """TENANT_FROM=principal (the default) needs the app registration Easy Auth accepts tokens for."""
+    """TENANT_FROM=principal (the default) needs the app registration Easy Auth accepts tokens for: made here
+    through Microsoft Graph with azd's sign-in when AUTH_CLIENT_ID is unset (infra/hooks/app_registration.py)."""
     tenant_from = environ.get("TENANT_FROM", "principal").strip() or "principal"
     if tenant_from not in {"principal", "header"}:
         return [f"TENANT_FROM must be principal or header, not {tenant_from!r}"]
     if tenant_from == "principal" and not environ.get("AUTH_CLIENT_ID", "").strip():
-        return [
-            "TENANT_FROM is principal (the default) but AUTH_CLIENT_ID is not set: run "
-            "`python3 infra/hooks/app_registration.py` (it makes the Entra app registration and sets it), or "
-            "`azd env set TENANT_FROM header` for one trusted caller without authentication"
-        ]
+        try:
+            app_registration.register()
+        except (RuntimeError, ValueError, OSError, subprocess.CalledProcessError, smoke.Failed) as e:
+            return [
+                f"TENANT_FROM is principal (the default) and the app registration could not be made ({e}): have "
+                "someone allowed to register applications run `python3 infra/hooks/app_registration.py`, or "
+                "`azd env set TENANT_FROM header` for one trusted caller without authentication"
+            ]
     return []
 
 

@@ -104,12 +104,12 @@ def until(deadline: float, what: str, attempt: Callable[[], Any]) -> Any:
         wait = min(wait * 2, LONGEST_WAIT_S)
 
 
-def azd_token() -> str:
-    """An ARM token of azd's own sign-in (the one `azd up` deploys with)."""
+def azd_token(scope: str = "") -> str:
+    """A token of azd's own sign-in (the one `azd up` deploys with), for ARM unless another scope is named."""
     azd = shutil.which("azd")
     if azd is None:
         raise Failed("azd is not on PATH: set SMOKE_FUNCTION_KEY to the app's function key instead")
-    command = [azd, "auth", "token", "--output", "json", "--no-prompt", "--scope", f"{ARM}/.default"]
+    command = [azd, "auth", "token", "--output", "json", "--no-prompt", "--scope", scope or f"{ARM}/.default"]
     found = subprocess.run(command, capture_output=True, text=True, check=False)
     try:
         token = str(json.loads(found.stdout)["token"])
