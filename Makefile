@@ -6,7 +6,7 @@ PY_OK  := $(VENV)/.installed
 NODE_OK := node_modules/.installed
 
 .PHONY: chromium setup package run test test-fast lint format mypy check clean bench bench-platform bench-quick reliability simulate \
-	conformance-servicebus bench-chunked bench-curves bench-tenants bench-fairness-parts
+	conformance-servicebus bench-chunked bench-curves bench-tenants bench-fairness-parts bench-rounds
 
 $(PY_OK): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -108,13 +108,16 @@ bench: setup
 	$(BIN)/python -m bench.fairness --items 300000 --no-rates --json bench/results/fairness-300k.json
 	$(BIN)/python -m bench.scale_out
 	$(BIN)/python -m bench.chunked
+	$(BIN)/python -m bench.rounds --profile
 	$(BIN)/python -m bench.curves
 	$(BIN)/python -m bench.tenants
 	$(FAIRNESS_PARTS)
 	$(BIN)/python -m bench
 
 FAIRNESS_PARTS = $(BIN)/python -m bench.fairness --items 1000000 --waits 200 --rounds 1 --no-rates --azurite-parts \
-	--json bench/results/fairness-parts.json
+	--json bench/results/fairness-parts.json && \
+	$(BIN)/python -m bench.fairness --items 1000000 --waits 200 --rounds 1 --no-rates --azurite-parts --spin 2 \
+	--json bench/results/fairness-parts-spin.json
 
 ## make bench-chunked: peer (a'), the built-in trigger fed the app's chunks, beside (a) and the app (about 9 min)
 bench-chunked: setup
@@ -131,7 +134,13 @@ bench-tenants: setup
 	$(BIN)/python -m bench.tenants
 	$(BIN)/python -m bench --report-only
 
-## make bench-fairness-parts: a newcomer behind 1,000,000 items, Azurite's part and the app's (about 4 min)
+## make bench-rounds: the app beside (a') and the raw loop in 5 interleaved rounds, CPU per message, a profile (about 4 min)
+bench-rounds: setup
+	$(BIN)/python -m bench.rounds --profile
+	$(BIN)/python -m bench --report-only
+
+## make bench-fairness-parts: a newcomer behind 1,000,000 items, Azurite's part and the app's, then the same with
+## two CPU-bound processes beside it (about 8 min)
 bench-fairness-parts: setup
 	$(FAIRNESS_PARTS)
 	$(BIN)/python -m bench --report-only

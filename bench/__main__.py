@@ -20,10 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
+from bench.measures.chunked.run import chunked_throughput
 from bench.measures.idle import run as idle
 from bench.measures.latency import run as latency
 from bench.measures.raw_limit import paired
 from bench.measures.raw_limit import run as raw_limit
+from bench.measures.rounds.plan import history_row
+from bench.measures.rounds.run import append_history
 from bench.measures.throughput import run as throughput
 from bench.peers import PEERS
 from bench.report import plots, summary
@@ -48,6 +51,8 @@ async def measure(cfg: BenchConfig, stack: Stack, token: str, run_dir: Path) -> 
     results["throughput"] = {
         "app": await throughput.app_throughput(stack.storage, stack.servicebus, token, cfg.app_backlog_items, run_dir)
     }
+    log.info("drain throughput: peer (a'), the app's %d items as its chunk messages", cfg.app_backlog_items)
+    results["throughput"]["a2"] = await chunked_throughput(stack.storage, token, cfg.app_backlog_items, run_dir)
     for kind in PEERS:
         log.info("drain throughput: peer %s, %d items", kind, cfg.peer_backlog_items)
         results["throughput"][kind] = await throughput.peer_throughput(
@@ -124,7 +129,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         **results,
     }
     log.info("done in %.0f s", document["duration_s"])
+    append_history(cpu_row(document))
     return write_report(document, "latest" if not args.quick else "quick", markdown=not args.quick)
+
+
+def cpu_row(document: dict[str, Any]) -> dict[str, Any]:
+    """The run's line in the CPU history: the app's and (a')'s CPU seconds per message on the same backlog."""
+    tput, m = document["throughput"], document["machine"]
+    app, a2 = tput["app"], tput["a2"]
+    found = {
+        "median_cpu_s_per_message_app": app["drain_cpu_seconds"] / app["messages"],
+        "median_cpu_s_per_message_a2": a2["cpu_seconds"] / a2["messages_ok"] if a2.get("cpu_seconds") else None,
+    }
+    items = document["config"]["app_backlog_items"]
+    return history_row(m["commit"], m["tree_modified"], document["command"], items, found, m["load_during_run"])
 
 
 def write_report(document: dict[str, Any], name: str, *, markdown: bool) -> int:

@@ -30,7 +30,7 @@ from bench.peers.chunked import chunk_items
 from bench.tools import enqueue
 from bench.tools.clock import RealClock
 from bench.tools.handlers import noop_items, record_items
-from bench.tools.memory import peak_rss_mb
+from bench.tools.memory import cpu_seconds, peak_rss_mb
 from shared.telemetry.metering import TransactionCounter
 
 log = logging.getLogger(__name__)
@@ -98,12 +98,12 @@ async def drain(kind: str, name: str, items: int, summary: Path, window_s: float
     queue = open_queue(connection, name, counter, kind)
     peer = peer_for(kind, queue, noop_items, seed=0)
     queue.target, queue.drained = items, asyncio.Event()
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), cpu_seconds()
     task = asyncio.create_task(peer.run())
     waiter = asyncio.create_task(queue.drained.wait())
     await asyncio.wait({task, waiter}, timeout=window_s, return_when=asyncio.FIRST_COMPLETED)
     waiter.cancel()
-    seconds = time.monotonic() - started
+    seconds, cpu = time.monotonic() - started, cpu_seconds() - cpu_started
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     document: dict[str, Any] = {
@@ -111,6 +111,7 @@ async def drain(kind: str, name: str, items: int, summary: Path, window_s: float
         "items": queue.deleted,  # messages: one item each, or one chunk each for a chunked peer
         "seconds": seconds,
         "items_per_s": queue.deleted / seconds if seconds else None,
+        "cpu_seconds": cpu,  # this process's CPU from its first receive to its last delete, as the app's drain
         "transactions": counter.totals(),
         "peak_rss_mb": peak_rss_mb(),
     }

@@ -23,6 +23,7 @@ from bench.measures.idle_sources import section as idle_sources
 from bench.measures.latency import section as latency
 from bench.measures.platform import section as platform
 from bench.measures.raw_limit import section as raw_limit
+from bench.measures.rounds import section as rounds
 from bench.measures.tenants import section as tenants
 from bench.measures.throughput import section as throughput
 from bench.measures.tracing_cost import section as tracing_cost
@@ -42,6 +43,7 @@ TARGETS: list[Callable[[], list[str]]] = [
     tenants.headline_targets,
     tracing_cost.headline_targets,
     flow.headline_targets,
+    rounds.headline_targets,
 ]
 
 
@@ -61,11 +63,13 @@ SECTIONS: list[Section] = [
     raw_limit.raw_limit,
     throughput.memory,
     own_file(chunked.section),
+    own_file(rounds.section),
     own_file(curves.section),
     own_file(tenants.section),
     own_file(tracing_cost.section),
     own_file(flow.section),
     own_file(parts.section),
+    own_file(parts.section_spin),
     own_file(platform.section),
     own_file(cost.section),
     findings.findings,

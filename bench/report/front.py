@@ -146,8 +146,14 @@ def method(doc: dict[str, Any]) -> str:
     10^7 -> `bench/results/curves.json`, `curves.png`;
   - `make bench-tenants` (`python -m bench.tenants`, about 15-20 minutes): 1, 100 and 1,000 tenant lanes ->
     `bench/results/tenants.json`; rerun it whenever the engine's lane bookkeeping changes;
+  - `make bench-rounds` (`python -m bench.rounds --profile`, about 4 minutes on a quiet machine): the app, (a') and
+    the raw loop in 5 interleaved rounds of 200,000 items, each side's CPU per message, and where the app's CPU goes
+    -> `bench/results/rounds.json`, a line in `bench/results/cpu_history.json` (so does every `make bench` and
+    `make bench-quick`); `--before DIR` drains another checkout's app in the same rounds (a change against its
+    parent), `--spin N` runs N CPU-bound processes beside it;
   - `make bench-fairness-parts` (`python -m bench.fairness --items 1000000 --waits 200 --rounds 1 --no-rates
-    --azurite-parts`, about 4 minutes) -> `bench/results/fairness-parts.json`;
+    --azurite-parts`, then the same with `--spin 2`: two CPU-bound processes beside it, started by the bench; about
+    8 minutes) -> `bench/results/fairness-parts.json`, `fairness-parts-spin.json`;
   - `make bench-platform` (about 8 minutes): the platform model, the idle sources and two local hosts.
   `python -m bench --report-only` rewrites BENCHMARKS.md from every result file, measuring nothing.
 - Logs, handler records and service data of each run are in `bench/results/runs/` (not committed).

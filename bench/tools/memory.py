@@ -1,4 +1,4 @@
-"""This process's peak resident set size.
+"""This process's peak resident set size, and its CPU time.
 
 `/proc/self/status` VmHWM belongs to the current address space, which `exec` replaces; `ru_maxrss` would
 carry over the parent's peak from before the fork, so a small child would report its parent's size.
@@ -6,6 +6,7 @@ carry over the parent's peak from before the fork, so a small child would report
 
 from __future__ import annotations
 
+import os
 import resource
 from pathlib import Path
 
@@ -36,3 +37,9 @@ def reset_peak() -> bool:
     except OSError:
         return False
     return True
+
+
+def cpu_seconds() -> float:
+    """This process's CPU time so far, user and system (its children's not included)."""
+    t = os.times()
+    return t.user + t.system

@@ -78,6 +78,7 @@ async def chunked_throughput(storage: str, token: str, count: int, run_dir: Path
         "messages_ok": drained["items"],
         "items_per_s": count * drained["items"] / len(texts) / seconds,
         "messages_per_s": drained["items"] / seconds,
+        "cpu_seconds": drained.get("cpu_seconds"),
         "peak_rss_mb": drained["peak_rss_mb"],
         "transactions": total,
         "transactions_per_1000": per_thousand(total, count),

@@ -158,12 +158,15 @@ def headline_targets() -> list[str]:
     for name, command in (
         ("fairness.json", "python -m bench.fairness"),
         ("fairness-parts.json", "make bench-fairness-parts"),
+        ("fairness-parts-spin.json", "make bench-fairness-parts"),
     ):
         doc = load(name)
         for scenario in (doc or {}).get("scenarios", []):
             wait = scenario["handler_wait_ms_per_chunk"]
             handler = "no-op handler" if not wait else f"handler waiting {wait:g} ms a chunk"
-            handler += ", taken apart" if name == "fairness-parts.json" else ""
+            handler += ", taken apart" if name.startswith("fairness-parts") else ""
+            if (doc or {}).get("spinners"):
+                handler += f", {doc['spinners']} CPU-bound processes beside it"
             rows.append(
                 target_row(
                     f"a newcomer behind {doc['a_items']:,} items ({handler}): p99 <= {doc['b_p99_target_ms']:,.0f} ms",

@@ -8,6 +8,8 @@ from typing import Any
 
 from bench.tools.results import section_start
 
+__all__ = ["SPIN_FILE", "section", "section_spin"]
+
 OPS = (
     ("put", "PutMessage (B's submit)"),
     ("put_blob", "PutBlob (B's submit)"),
@@ -22,12 +24,23 @@ def pct(found: dict[str, Any], key: str) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def section() -> str:
-    doc, rows = section_start(
-        "fairness-parts.json", "Fairness at 1,000,000 items, taken apart", "make bench-fairness-parts"
-    )
+SPIN_FILE = "fairness-parts-spin.json"  # the same with CPU-bound processes beside it (`--spin 2`)
+
+
+def section(name: str = "fairness-parts.json") -> str:
+    spun = name == SPIN_FILE
+    title = "Fairness at 1,000,000 items, taken apart" + (", two CPU-bound processes beside it" if spun else "")
+    doc, rows = section_start(name, title, "make bench-fairness-parts")
     if doc is None:
         return "\n".join(rows)
+    if doc.get("spinners"):
+        load = (doc.get("machine") or {}).get("load_during_run") or {}
+        rows += [
+            f"The same, with {doc['spinners']} CPU-bound processes that the bench starts beside the whole run "
+            "(`python -m bench.fairness ... --spin 2`), so the load is one anyone can reproduce; the 1-minute load "
+            f"average during the run: mean {load.get('mean')}, max {load.get('max')}.",
+            "",
+        ]
     target = doc["b_p99_target_ms"]
     scenario = doc["scenarios"][0]
     wait = scenario["handler_wait_ms_per_chunk"]
@@ -118,3 +131,7 @@ def verdict(parts: dict[str, Any], target: float, sampled: dict[str, Any] | None
     if app_p99 <= target and az_p99 <= target:
         lines.append(" Both parts are within the target on their own; the p99 of their sum is what misses, if it does.")
     return ["".join(lines), ""]
+
+
+def section_spin() -> str:
+    return section(SPIN_FILE)

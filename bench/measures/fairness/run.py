@@ -12,7 +12,10 @@ Handler limits: a 60,000-item backlog drained with HANDLER_ITEMS_PER_S set, by 1
 running that many drain executions at once: `maxConcurrentCalls`, recruited by scale-out events); the
 observed handler rate against the limit.
 
-    python -m bench.fairness [--items N] [--limit R]   -> bench/results/fairness.json
+    python -m bench.fairness [--items N] [--limit R] [--spin 2]   -> bench/results/fairness.json
+
+--spin N runs N CPU-bound processes beside the whole run (started and stopped by the bench by their pids), so a
+loaded machine is a load anyone can reproduce.
 """
 
 from __future__ import annotations
@@ -34,11 +37,12 @@ from typing import Any
 
 import aiohttp
 
-from bench.tools import azurite_probe
+from bench.tools import azurite_probe, machine
 from bench.tools.azurite_probe import AzuriteProbe
 from bench.tools.config import app_env, trigger_queue
 from bench.tools.handlers import WAIT_MS_ENV
 from bench.tools.items import items, ndjson
+from bench.tools.spinners import spinning
 from bench.tools.stack import Stack
 from bench.tools.stats import summary
 from shared import runtime
@@ -337,23 +341,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--azurite-parts", action="store_true", help="time Azurite's own calls on B's path at each of B's 202s"
     )
+    parser.add_argument("--spin", type=int, default=0, help="CPU-bound processes the bench runs beside it")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("azure").setLevel(logging.WARNING)
     run_dir = RESULTS / "runs" / f"fairness-{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir.mkdir(parents=True, exist_ok=True)
-    result = asyncio.run(
-        measure(
-            args.items,
-            args.limit,
-            run_dir,
-            rates=not args.no_rates,
-            rounds=args.rounds,
-            waits=tuple(args.waits),
-            probe_every_s=args.probe_every,
-            azurite_parts=args.azurite_parts,
+    at_start = machine.details()
+    with machine.LoadSampler() as load, spinning(args.spin):
+        result = asyncio.run(
+            measure(
+                args.items,
+                args.limit,
+                run_dir,
+                rates=not args.no_rates,
+                rounds=args.rounds,
+                waits=tuple(args.waits),
+                probe_every_s=args.probe_every,
+                azurite_parts=args.azurite_parts,
+            )
         )
-    )
+    result["spinners"] = args.spin  # CPU-bound processes beside the whole run, started and stopped by it
+    result["machine"] = machine.details() | {"commit_at_start": at_start["commit"], "load_during_run": load.summary()}
     args.json.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return 0

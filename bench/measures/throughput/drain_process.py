@@ -6,7 +6,8 @@ App settings come from the environment, as in the function host. One `Drainer` (
 settings) runs until the queue is empty; the summary holds its DrainReport, wall seconds, the steady window
 (first GetMessages to last DeleteMessage, `bench.tools.window`), CPU seconds of this process and its peak RSS.
 With --profile, pyinstrument samples the run: its text report is written there, and the time spent in each
-part of the per-message work goes into the summary (`bench.tools.profile_parts`).
+part of the per-message work goes into the summary (`bench.tools.profile_parts`). With --cpu-profile, where its
+busy time went instead (`bench.tools.profile_parts.cpu_entries`: the selector's waits left out).
 """
 
 from __future__ import annotations
@@ -22,16 +23,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.tools.memory import peak_rss_mb
+from bench.tools.memory import cpu_seconds, peak_rss_mb
 from bench.tools.window import steady_window
 from shared import runtime
 from shared.core.settings import Settings
 from shared.engine.drainer import Drainer
-
-
-def cpu_seconds() -> float:
-    t = os.times()
-    return t.user + t.system
 
 
 async def drain_once() -> dict[str, Any]:
@@ -63,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.measures.throughput.drain_process")
     parser.add_argument("--summary", type=Path, required=True)
     parser.add_argument("--profile", type=Path)
+    parser.add_argument("--cpu-profile", action="store_true", help="pyinstrument, where the CPU goes (`cpu_entries`)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.profile is not None:
@@ -80,6 +77,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["profile_parts"] = parts(session.root_frame())
         result["profile_cpu_seconds"] = session.cpu_time
         result["profile_duration_s"] = session.duration
+    elif args.cpu_profile:
+        from pyinstrument import Profiler
+
+        from bench.tools.profile_parts import cpu_entries
+
+        profiler = Profiler(interval=0.001, async_mode="disabled")
+        profiler.start()
+        result = asyncio.run(drain_once())
+        profiler.stop()
+        session = profiler.last_session
+        assert session is not None
+        result["cpu_profile"] = cpu_entries(session.root_frame(), top=15)
     else:
         result = asyncio.run(drain_once())
     result["peak_rss_mb"] = peak_rss_mb()

@@ -68,30 +68,43 @@ async def submit_backlog(env: dict[str, str], count: int, tag: str) -> dict[str,
     }
 
 
-def run_child(module: str, args: list[str], env: dict[str, str], log_path: Path) -> None:
-    full_env = {**os.environ, **env, "PYTHONPATH": str(ROOT)}
+def run_child(module: str, args: list[str], env: dict[str, str], log_path: Path, root: Path = ROOT) -> None:
+    """`python -m module args` in a fresh process, from this checkout or another (`root`)."""
+    full_env = {**os.environ, **env, "PYTHONPATH": str(root)}
     with log_path.open("ab") as out:
         subprocess.run(
-            [sys.executable, "-m", module, *args], env=full_env, cwd=ROOT, stdout=out, stderr=out, check=True
+            [sys.executable, "-m", module, *args], env=full_env, cwd=root, stdout=out, stderr=out, check=True
         )
 
 
-def drain_app(env: dict[str, str], run_dir: Path, label: str, profile: bool = False) -> dict[str, Any]:
+def drain_app(
+    env: dict[str, str],
+    run_dir: Path,
+    label: str,
+    profile: bool = False,
+    cpu_profile: bool = False,
+    root: Path = ROOT,
+) -> dict[str, Any]:
     summary = run_dir / f"drain-{label}.json"
     args = ["--summary", str(summary)]
     if profile:
         args += ["--profile", str(run_dir / f"profile-{label}.txt")]
-    run_child("bench.measures.throughput.drain_process", args, env, run_dir / f"drain-{label}.log")
+    if cpu_profile:
+        args += ["--cpu-profile"]
+    run_child("bench.measures.throughput.drain_process", args, env, run_dir / f"drain-{label}.log", root)
     return dict(json.loads(summary.read_text()))
 
 
-async def app_throughput(storage: str, servicebus: str, token: str, count: int, run_dir: Path) -> dict[str, Any]:
+async def app_throughput(
+    storage: str, servicebus: str, token: str, count: int, run_dir: Path, root: Path = ROOT, label: str = "app"
+) -> dict[str, Any]:
+    """Submit `count` items, drain them in a fresh process (from this checkout, or `root`'s)."""
     env = app_env(storage, servicebus, "tput", token, HANDLER="shared.handlers.noop:handle")
     submitted = await submit_backlog(env, count, "tput")
     log.info("app: %d items in %d chunks submitted in %.1f s", count, submitted["chunks"], submitted["seconds"])
-    drained = drain_app(env, run_dir, "app")
+    drained = drain_app(env, run_dir, label, root=root)
     drained["watchdog_publish_failures"] = sum(
-        "could not publish watchdog" in line for line in (run_dir / "drain-app.log").read_text().splitlines()
+        "could not publish watchdog" in line for line in (run_dir / f"drain-{label}.log").read_text().splitlines()
     )
     report = drained["report"]
     steady = drained["steady_seconds"] or drained["seconds"]

@@ -73,6 +73,7 @@ def throughput(doc: dict[str, Any]) -> str:
         f"{fmt(app['drain_seconds'], 2)} s ({app['drain_cpu_seconds'] / app['drain_seconds']:.0%} of one core; "
         "the rest is waiting, on Azurite and, on a loaded machine, for a core). "
         "Where it goes: the last section, under the message rate.",
+        *cpu_per_message(tput),
     ]
     rows += deep_rows(doc)
     if app.get("watchdog_publish_failures"):
@@ -170,3 +171,18 @@ def memory(doc: dict[str, Any]) -> str:
         on_deep = fmt(deep[k]["peak_rss_mb"]) if k in deep else ("the same drain" if k == "app" else "-")
         rows.append(f"| {LABELS[k]} | {tput[k]['items']:,} | {fmt(tput[k]['peak_rss_mb'])} | {on_deep} |")
     return "\n".join(rows) + "\n"
+
+
+def cpu_per_message(tput: dict[str, Any]) -> list[str]:
+    """The app's CPU per message beside (a')'s on the same backlog (runs since issue 42 measure (a') here too)."""
+    app, a2 = tput["app"], tput.get("a2")
+    if not a2 or not a2.get("cpu_seconds"):
+        return []
+    mine = app["drain_cpu_seconds"] / app["messages"] * 1000
+    theirs = a2["cpu_seconds"] / a2["messages_ok"] * 1000
+    return [
+        f"CPU per message: the app {mine:.2f} ms, peer (a') (the built-in trigger's loop fed the same "
+        f"{a2['items']:,} items as the app's chunk messages, `bench.peers.chunked`, in a fresh process) "
+        f"{theirs:.2f} ms; (a') drained them at {fmt(a2['messages_per_s'], 1)} messages/s. Across commits: "
+        "CPU per message across commits, under The app beside (a') below."
+    ]
