@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from shared.handlers import ItemOutcome
 
 MAX_ID_CHARS = 200  # an item's "id" longer than this is not kept in its result record
+
+_first, _second = itemgetter(0), itemgetter(1)
+_ok, _value = attrgetter("ok"), attrgetter("value")
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,7 @@ class ResultRecord:
         return min(positions + self.cancelled + self.expired, default=0)
 
     def to_json(self, finished_at: str) -> dict[str, Any]:
+        values = list(map(_second, self.ok))
         return {
             "batch_id": self.batch_id,
             "chunk": self.chunk,
@@ -51,15 +57,22 @@ class ResultRecord:
             "first": self.first,
             "attempt": self.attempt,
             "finished_at": finished_at,
-            "ok": [p for p, _ in self.ok],
-            **({"values": [v for _, v in self.ok]} if any(v is not None for _, v in self.ok) else {}),
+            "ok": list(map(_first, self.ok)),
+            **({"values": values} if values.count(None) != len(values) else {}),
             "failed": [{"i": f.position, "reason": f.reason} for f in self.failed],
             "retrying": self.retrying,
             "summary": dict(self.summary),
             **({"cancelled": self.cancelled} if self.cancelled else {}),
             **({"expired": self.expired} if self.expired else {}),
-            **({"ids": [list(pair) for pair in self.ids]} if self.ids else {}),
+            **({"ids": self.ids} if self.ids else {}),  # each pair a JSON array, as a list would be
         }
+
+    @property
+    def holds_values(self) -> bool:
+        """Whether its document holds values the handler gave (an item's value, the summary), which may be any
+        JSON the standard library writes (NaN too); the rest is integers and strings."""
+        values = list(map(_second, self.ok))
+        return bool(self.summary) or values.count(None) != len(values)
 
 
 @dataclass(frozen=True)
@@ -89,6 +102,10 @@ def settle(
     a permanent failure is poisoned at once. Only failed items travel on."""
     if len(positions) != len(outcomes):
         raise ValueError("one outcome per position")
+    ids = item_ids(positions, items)
+    if all(map(_ok, outcomes)):  # the common chunk: every item succeeded (no Python branch per item)
+        done = list(zip(positions, map(_value, outcomes), strict=True))
+        return Settlement(ResultRecord(batch_id, chunk, gen, attempt, done, [], [], summary or {}, ids=ids), [], [])
     ok: list[tuple[int, Any]] = []
     retry: list[int] = []
     poison: list[Failure] = []
@@ -102,9 +119,7 @@ def settle(
             if outcome.retryable:
                 why = f"failed {attempt} times (MAX_DEQUEUE_COUNT {max_attempts}); last: {why}"
             poison.append(Failure(position, why))
-    record = ResultRecord(
-        batch_id, chunk, gen, attempt, ok, poison, retry, summary or {}, ids=item_ids(positions, items)
-    )
+    record = ResultRecord(batch_id, chunk, gen, attempt, ok, poison, retry, summary or {}, ids=ids)
     return Settlement(record, retry, poison)
 
 
@@ -112,13 +127,23 @@ def item_ids(positions: Sequence[int], items: Sequence[Any] | None) -> list[tupl
     """(position, id) of each item that is an object with a string or integer "id" (the results export names it)."""
     if items is None:
         return []
+    if len(positions) == len(items) and set(map(type, items)) == {dict}:  # the common chunk, at C speed
+        values = list(map(dict.get, items, repeat("id")))
+        if set(map(type, values)) == {str} and max(map(len, values)) <= MAX_ID_CHARS:
+            return list(zip(positions, values, strict=True))
     found: list[tuple[int, str | int]] = []
+    append = found.append
     for position, item in zip(positions, items, strict=True):
-        value = item.get("id") if isinstance(item, dict) else None
-        if (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, str) and len(value) <= MAX_ID_CHARS
-        ):
-            found.append((position, value))
+        if type(item) is dict or isinstance(item, dict):
+            value: Any = item.get("id")
+            kind = type(value)
+            if kind is str:  # the common case first: decoded JSON holds exact types
+                if len(value) <= MAX_ID_CHARS:
+                    append((position, value))
+            elif (isinstance(value, int) and not isinstance(value, bool)) or (
+                isinstance(value, str) and len(value) <= MAX_ID_CHARS
+            ):
+                append((position, value))
     return found
 
 

@@ -69,7 +69,8 @@ class ResultWriter:
     async def _put(self, batch_id: str, records: list[ResultRecord]) -> None:
         name = layout.result_group_blob(batch_id, int(time.time() * 1000), secrets.token_hex(4))
         doc = results.group_document(batch_id, records, datetime.now(timezone.utc).isoformat())
-        await write_json(self._container, name, doc, metadata=results.blob_metadata(doc))
+        plain = not any(r.holds_values for r in records)  # the common group: positions and ids, no value
+        await write_json(self._container, name, doc, metadata=results.blob_metadata(doc), plain=plain)
 
     async def cancel(self) -> None:
         """Stop writing (a cancelled session): records not yet written are not, and their messages return."""

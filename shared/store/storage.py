@@ -24,6 +24,7 @@ from azure.storage.blob import ContentSettings
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 from azure.storage.queue.aio import QueueClient, QueueServiceClient
 
+from shared.core import fastjson
 from shared.core.errors import (
     PopReceiptMismatch,
     PreconditionFailed,
@@ -202,8 +203,10 @@ async def write_json(
     etag: str | None = None,
     create_only: bool = False,
     metadata: dict[str, str] | None = None,
+    plain: bool = False,
 ) -> str:
-    """Write a JSON blob; with `etag`, only over that version; with `create_only`, only if absent."""
+    """Write a JSON blob; with `etag`, only over that version; with `create_only`, only if absent. `plain`: the
+    value holds no float (`fastjson.dumps_plain` writes it, about ten times faster)."""
     conditions: dict[str, Any] = {}
     if create_only:
         conditions["if_none_match"] = "*"
@@ -213,7 +216,7 @@ async def write_json(
         conditions = {"etag": etag, "match_condition": MatchConditions.IfNotModified}
     async with translated(f"write blob {name}"):
         result = await container.get_blob_client(name).upload_blob(
-            json.dumps(value, separators=(",", ":")).encode("utf-8"),
+            fastjson.dumps_plain(value) if plain else json.dumps(value, separators=(",", ":")).encode("utf-8"),
             overwrite=not create_only,
             content_settings=JSON_CONTENT,
             metadata=metadata,
