@@ -128,7 +128,7 @@ def item_ids(positions: Sequence[int], items: Sequence[Any] | None) -> list[tupl
     if items is None:
         return []
     if len(positions) == len(items) and set(map(type, items)) == {dict}:  # the common chunk, at C speed
-        values = list(map(dict.get, items, repeat("id")))
+        values: list[Any] = list(map(dict.get, items, repeat("id")))
         if set(map(type, values)) == {str} and max(map(len, values)) <= MAX_ID_CHARS:
             return list(zip(positions, values, strict=True))
     found: list[tuple[int, str | int]] = []
