@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from azure.storage.queue.aio import QueueClient
 
 from bench.tools.clock import Clock
+from shared.store.storage import request_id
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,9 @@ class StorageQueue:
         self.decode = decode
 
     async def get(self, count: int, visibility_s: int) -> list[Message]:
-        pager = self.client.receive_messages(messages_per_page=count, visibility_timeout=visibility_s).by_page()
+        pager = self.client.receive_messages(
+            messages_per_page=count, visibility_timeout=visibility_s, client_request_id=request_id()
+        ).by_page()
         try:
             page = await pager.__anext__()  # exactly one GetMessages
         except StopAsyncIteration:
@@ -71,7 +74,7 @@ class StorageQueue:
         ]
 
     async def delete(self, message: Message) -> None:
-        await self.client.delete_message(message.raw, pop_receipt=message.pop_receipt)
+        await self.client.delete_message(message.raw, pop_receipt=message.pop_receipt, client_request_id=request_id())
 
     async def release(self, message: Message, visibility_s: int) -> None:
         updated = await self.client.update_message(

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from shared.core.settings import Settings
 from shared.engine.limits import HandlerLimits
 from shared.store.received import Received, epoch_ms
-from shared.store.storage import Storage, translated
+from shared.store.storage import Storage, request_id, translated
 
 
 async def receive_page(
@@ -28,6 +28,7 @@ async def receive_page(
         pager = queue.receive_messages(
             messages_per_page=most,
             visibility_timeout=settings.visibility_timeout_s,
+            client_request_id=request_id(),
         ).by_page()
         visible_at = epoch_ms() + settings.visibility_timeout_s * 1000
         try:

@@ -29,7 +29,7 @@ from shared.engine.wakeups import Wakeups
 from shared.store import poison_index
 from shared.store.received import Received, epoch_ms, utcnow
 from shared.store.result_store import ResultWriter
-from shared.store.storage import NEVER_EXPIRES, translated, write_bytes
+from shared.store.storage import NEVER_EXPIRES, request_id, translated, write_bytes
 from shared.telemetry.activity import ACTIVITY
 
 log = logging.getLogger("shared.engine.drainer")  # one logger for the whole engine
@@ -207,7 +207,9 @@ class Settler:
     async def delete(self, item: Received) -> None:
         try:
             async with item.lock, translated(f"delete message {item.message.id}"):
-                await item.queue.delete_message(item.message, pop_receipt=item.pop_receipt)
+                await item.queue.delete_message(
+                    item.message, pop_receipt=item.pop_receipt, client_request_id=request_id()
+                )
         except (ResourceMissing, PopReceiptMismatch):
             # Its visibility ran out and someone else holds it now (a stale pop receipt is a 400
             # PopReceiptMismatch), or it is gone; whoever holds it will settle it (idempotently).
@@ -220,7 +222,11 @@ class Settler:
         try:
             async with item.lock, translated(f"update message {item.message.id}"):
                 await item.queue.update_message(
-                    item.message, pop_receipt=item.pop_receipt, content=text, visibility_timeout=visibility_s
+                    item.message,
+                    pop_receipt=item.pop_receipt,
+                    content=text,
+                    visibility_timeout=visibility_s,
+                    client_request_id=request_id(),
                 )
         except (ResourceMissing, PopReceiptMismatch):
             log.warning(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -59,6 +61,16 @@ CLIENT_OPTIONS: dict[str, Any] = {
 }
 
 Client = TypeVar("Client", QueueServiceClient, BlobServiceClient, QueueClient)
+
+_REQUEST_PREFIX = secrets.token_hex(8)
+_requests = itertools.count()
+
+
+def request_id() -> str:
+    """A client request id (`x-ms-client-request-id`) for a call made once per message: unique within the process
+    by its counter and across processes by its random prefix. Without one the SDK makes `str(uuid.uuid1())` for
+    every request (StorageHeadersPolicy), about 27 us of CPU each on this machine against well under 1 us here."""
+    return f"{_REQUEST_PREFIX}-{next(_requests):x}"
 
 
 def configured(make: Callable[..., Client]) -> Client:

@@ -23,6 +23,7 @@ from bench.tools import enqueue
 from bench.tools.items import items
 from shared.batch import envelope
 from shared.core.settings import Settings
+from shared.store.storage import request_id
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +52,13 @@ async def drain_raw(connection: str, queue: str, clients: int, decode: bool = Fa
     async def settle_one(client: QueueClient, message: Any) -> None:
         if decode:
             envelope.decode(str(message.content))
-        await client.delete_message(message)
+        await client.delete_message(message, client_request_id=request_id())
 
     async def worker(client: QueueClient) -> None:
         while True:
-            pager = client.receive_messages(messages_per_page=32, visibility_timeout=VISIBILITY_S).by_page()
+            pager = client.receive_messages(
+                messages_per_page=32, visibility_timeout=VISIBILITY_S, client_request_id=request_id()
+            ).by_page()
             try:
                 page = [m async for m in await pager.__anext__()]
             except StopAsyncIteration:
