@@ -46,6 +46,7 @@ def summarize(rounds: Sequence[dict[str, Any]]) -> dict[str, Any]:
     medians = {f"median_{k}": median(v) for k, v in out.items()}
     cpu = {f"median_cpu_s_per_message_{k}": median([r[k]["cpu_s_per_message"] for r in rounds if r.get(k)])
            for k in (APP, A2, RAW, BEFORE)}  # fmt: skip
+    cpu["median_cpu_s_per_message_app_steady"] = median([r[APP].get("cpu_s_per_message_steady") for r in rounds])
     change = [r[APP]["cpu_s_per_message"] / r[BEFORE]["cpu_s_per_message"] for r in rounds if r.get(BEFORE)]
     return out | medians | cpu | {"cpu_after_over_before": change, "median_cpu_after_over_before": median(change)}
 

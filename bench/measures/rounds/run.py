@@ -87,6 +87,7 @@ async def one_round(stack: Stack, token: str, n: int, args: argparse.Namespace, 
                 "messages_per_s_steady": app["messages_per_s_steady"],
                 "items_per_s": app["items_per_s"],
                 "cpu_s_per_message": plan.per_message(app["drain_cpu_seconds"], app["messages"]),
+                "cpu_s_per_message_steady": plan.per_message(app["steady_cpu_seconds"], app["messages"]),
                 "transactions_per_1000": app["transactions_per_1000"],
             }
         else:

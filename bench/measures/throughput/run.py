@@ -116,6 +116,7 @@ async def app_throughput(
         "submit": submitted,
         "drain_seconds": drained["seconds"],
         "drain_cpu_seconds": drained["cpu_seconds"],
+        "steady_cpu_seconds": drained.get("steady_cpu_seconds"),
         "drain_set_up_seconds": drained["set_up_seconds"],
         "steady_seconds": steady,
         "watchdog_publish_failures": drained["watchdog_publish_failures"],
