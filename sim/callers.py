@@ -218,7 +218,9 @@ async def replay(world: World, at_s: float, background: bool, whole: bool) -> No
     job (followed through GET /api/poison/replay/{job})."""
     await asyncio.sleep(at_s)
     request: dict[str, Any] = {"background": background}
-    if not whole:
+    if whole:
+        request["all"] = True  # a replay of everything is named (issue 36 item 15: {} is a 400)
+    else:
         ids = [b for b, a in world.answers.items() if 202 in a]
         if not ids:
             return
