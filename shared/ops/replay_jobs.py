@@ -130,10 +130,25 @@ async def start(
     job = Job(uuid.uuid4().hex, limit, rate, batch_id, ids)
     state = await services.storage.ensure_container(services.settings.state_container)
     await sweep(state, time.time())
-    await write_json(state, job_blob(job.job_id), job.to_json(), create_only=True)
+    try:
+        await write_json(state, job_blob(job.job_id), job.to_json(), create_only=True)
+    except (ResourceConflict, PreconditionFailed):
+        if not await _own_write(state, job):
+            raise
     await publish_step(services, job.job_id)
     log.warning("replay job %s started: batch %s, limit %d, rate %s", job.job_id, batch_id, limit, rate)
     return job
+
+
+async def _own_write(state: ContainerClient, job: Job) -> bool:
+    """Whether the blob a create-only write found is this job's own: the SDK's retry met what its first attempt
+    wrote, whose answer was lost (the simulation found that answered 500). A fresh job id names no other job;
+    the stored creation time tells a foreign blob apart all the same."""
+    doc, _ = await read_json(state, job_blob(job.job_id))
+    mine = isinstance(doc, dict) and doc.get("job_id") == job.job_id and doc.get("created_at") == job.created_at
+    if mine:
+        log.info("replay job %s: its blob was written by the first attempt of its write", job.job_id)
+    return mine
 
 
 async def sweep(state: ContainerClient, now_s: float) -> int:
