@@ -183,6 +183,11 @@ class NotRun(QueueDrainError):
         self.verdict = verdict
 
 
+class PastBudget(QueueDrainError):
+    """Raised when a chunk's handler call would start after its drain session's budget: the chunk is put back for
+    the continuation, no attempt counted, its handler not called."""
+
+
 class PreconditionFailed(StorageError):
     """Raised when an ETag or lease condition no longer holds (someone else wrote first)."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -23,7 +24,15 @@ from shared.batch.lifecycle import ENDED_CHECK_S, ENDED_LISTINGS_MAX
 from shared.batch.results import newest, settled_counts
 from shared.batch.settlement import ResultRecord, Settlement, discarded, settle
 from shared.core import layout
-from shared.core.errors import HandlerError, MalformedEnvelope, NotRun, Overloaded, ResourceMissing, StorageError
+from shared.core.errors import (
+    HandlerError,
+    MalformedEnvelope,
+    NotRun,
+    Overloaded,
+    PastBudget,
+    ResourceMissing,
+    StorageError,
+)
 from shared.engine import sync_calls
 from shared.engine.limits import HandlerLimits
 from shared.handlers import ChunkContext, ChunkResult, ItemOutcome, checked, is_async
@@ -41,10 +50,16 @@ Worked = tuple[ChunkMessage, list[Any], list[int], Settlement]  # a handled chun
 
 class ChunkWork:
     def __init__(
-        self, services: Services, batches: ContainerClient, clock: Callable[[], float], queue: str = ""
+        self,
+        services: Services,
+        batches: ContainerClient,
+        clock: Callable[[], float],
+        queue: str = "",
+        deadline: float = math.inf,
     ) -> None:
         self.s, self.settings, self.batches, self.clock = services, services.settings, batches, clock
         self.queue = queue  # for the metrics' attributes
+        self.deadline = deadline  # by `clock`: the drain session's budget; no handler call starts after it
         self._manifest_reads: dict[str, asyncio.Future[Manifest]] = {}
         self._index_writes: dict[str, asyncio.Future[None]] = {}
         self._linked: set[str] = set()  # batches the drain session's span links to
@@ -95,10 +110,11 @@ class ChunkWork:
             pruning.add_done_callback(self._pruning.discard)
 
     def _still_runs(self, header: ChunkHeader) -> bool:
-        """Judged by a sync handler's thread as it begins the call, with no I/O: the process's knowledge of ended
-        batches is fresh and does not name the batch, and the chunk's deadline has not passed."""
+        """Judged by a sync handler's thread as it begins the call, with no I/O: the session's budget is not spent,
+        the process's knowledge of ended batches is fresh and does not name the batch, and the chunk's deadline
+        has not passed."""
         known = self.s.ended
-        if header.batch_id in known or not known.fresh(time.monotonic()):
+        if self.clock() >= self.deadline or header.batch_id in known or not known.fresh(time.monotonic()):
             return False
         return lifecycle.judged(header, epoch_ms()) is Admission.PROCESS
 
@@ -281,8 +297,12 @@ class ChunkWork:
         """The handler's call, judged again as it starts (the wait for a place may have outlasted the bound): on
         the loop right before an async handler's call; by a sync handler's thread as it begins the call
         (`shared.engine.sync_calls`), and on the loop again whenever the thread found it must not start.
-        Raises NotRun if the batch ended or expired meanwhile."""
+        Raises NotRun if the batch ended or expired meanwhile, PastBudget once the session's budget is spent (a
+        chunk held while slow calls ran before it waits for the continuation: the budget bounds when the session
+        stops starting calls, whatever it still holds)."""
         while True:
+            if self.clock() >= self.deadline:
+                raise PastBudget("the drain session's budget is spent")
             verdict = await self.lifecycle(header)
             if verdict is not Admission.PROCESS:
                 raise NotRun(verdict.value)

@@ -130,7 +130,7 @@ class Drainer(ExpressPages):
         poison_queue = await storage.ensure_queue(self.settings.poison_queue(self.queue_name))
         # The depth a scale-out check reads: a lane recorded quiet at its current mark holds nothing, costs no read.
         self.wakeups.attach(self.state, lambda: self.order.maybe_holding(self.quiet))
-        self.chunks = ChunkWork(self.s, batches, self.clock, self.queue_name)
+        self.chunks = ChunkWork(self.s, batches, self.clock, self.queue_name, deadline=self.deadline)
         self.settler = Settler(
             self.settings,
             self.queue_name,

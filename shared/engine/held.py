@@ -16,7 +16,7 @@ from collections.abc import Callable
 from shared.batch import envelope
 from shared.batch.batches import Admission
 from shared.batch.envelope import ChunkMessage
-from shared.core.errors import MalformedEnvelope, NotRun, Overloaded, ResourceMissing, StorageError
+from shared.core.errors import MalformedEnvelope, NotRun, Overloaded, PastBudget, ResourceMissing, StorageError
 from shared.core.settings import Settings
 from shared.engine.chunks import ChunkWork, Worked
 from shared.engine.fair_slots import FairSlots
@@ -129,6 +129,9 @@ class HeldMessages:
             return None
         except Overloaded as e:
             await self._overloaded(item, msg, e, started=started)
+            return None
+        except PastBudget:  # visible again at once, for the continuation (`_out_of_time` ends the receivers)
+            await self.settler.put_back(item, msg, delay_s=0)
             return None
         self.pause.worked(lane)
         return worked

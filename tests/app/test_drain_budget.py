@@ -1,0 +1,67 @@
+"""The drain budget bounds when a session stops starting handler calls, on the real Azurite.
+
+A session receives a page of chunks and works through it a place at a time; with a slow handler the page can
+outlast the budget by many calls (platform seed 40 of the simulation: 89 s against a bound of 70 s, with a
+10 s budget, 32 chunks a page and 0.5-2 s calls). Once the budget is spent, the chunks the session still holds
+are put back, visible at once and no attempt counted, for the continuation it publishes. The session's clock
+is the test's: the first call spends the budget, whatever the machine's speed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from shared.engine.drainer import Drainer
+from shared.handlers import ChunkContext
+from shared.ops.reports import read_batch_status
+from tests.app import handlers
+from tests.app.conftest import RecordingPublisher, drain_all
+from tests.app.test_drain_engine import submit_ids
+
+BUDGET_S = 60.0
+
+
+class Clock:
+    """A monotonic clock that moves only when told."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_session_whose_budget_a_slow_call_spent_starts_no_other_call_and_leaves_its_page_to_the_next(
+    configure,
+):
+    publisher = RecordingPublisher()
+    services = configure(
+        publisher=publisher, HANDLER="tests.app.handlers:record", CHUNK_MAX_ITEMS="5", CHUNK_CONCURRENCY="1"
+    )
+    batch_id = await submit_ids(services, [f"b-{i}" for i in range(50)])  # 10 chunks, one page
+    clock = Clock()
+    started: list[int] = []
+
+    async def slow(context: ChunkContext) -> None:
+        started.append(context.chunk)
+        if len(started) == 1:
+            clock.now += BUDGET_S + 1  # this call outlasts the session's budget
+
+    handlers.on_chunk.append(slow)
+
+    spent = await Drainer(services, services.settings.work_queue, budget_s=BUDGET_S, clock=clock).run()
+
+    assert spent.messages == 10, "the session held the whole page"
+    assert len(started) == 1, f"calls started past the budget: chunks {started}"
+    assert spent.outcome == "budget"
+    assert publisher.reasons().count("continue") == 1
+    work = services.storage.queue(services.settings.work_queue)
+    visible = await work.peek_messages(max_messages=32)
+    assert len(visible) == 9, "the chunks it held are visible again at once"
+
+    handlers.on_chunk.clear()
+    await drain_all(services)
+    status = await read_batch_status(services, batch_id)
+    assert status["status"] == "completed"
+    assert Counter(handlers.calls.values()) == Counter({1: 50}), "every item handled once"
+    assert set(handlers.attempts_seen) == {1}, "a chunk put back for the budget counts no attempt"
