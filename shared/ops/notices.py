@@ -1,5 +1,6 @@
 """Completion notices: a batch that named a `callback_url` gets its final status POSTed there, signed as Standard
-Webhooks does (`shared.core.webhooks`), at least once, retried with back-off for CALLBACK_WINDOW_S.
+Webhooks does (`shared.core.webhooks`), at least once, retried with back-off for CALLBACK_WINDOW_S (a notice whose
+events were all lost for its whole window gets one attempt when an event finally runs, never none).
 
 A notice is stored work, like a chunk: `notices/<batch id>.json` in the state container holds its body (fixed
 when the batch became final, so every attempt sends the same bytes), its attempts, and when the next is due; a
@@ -193,7 +194,10 @@ async def step(services: Services, batch_id: str) -> str:
     if notice.next_due_s is not None and notice.next_due_s > now + EARLY_S:
         return "notice-not-due"
     state = services.storage.container(services.settings.state_container)
-    if now >= notice.deadline_s:  # a crash during the last attempt brought its event back: no attempt starts now
+    if now >= notice.deadline_s and notice.attempts:
+        # A crash during the last attempt brought its event back: no attempt starts now. A notice none of whose
+        # events ever ran (each lost, and the sweeps' too, for its whole window) still gets its one attempt: "at
+        # least once" is never a give-up without a POST.
         return await give_up(state, notice, etag)
     settings = services.settings
     attempt = notice.attempts + 1

@@ -9,13 +9,15 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from shared.core.events import Reason
-from shared.ops import lifecycle, notices
+from shared.ops import lifecycle, notice_sweep, notices
 from shared.services import Services
+from shared.store.storage import write_json
 from tests.app.conftest import RecordingPublisher, drain_all, http_request, wait_for, with_settings
 from tests.receiver import Receiver, new_secret, receiving
 
@@ -121,3 +123,26 @@ async def test_an_attempt_the_receiver_did_not_answer_in_time_waits_four_times_l
     assert max(at.timestamp() for at in scheduled) == pytest.approx(after.next_due_s, abs=0.01)
     view = after.view()
     assert (view["last_status"], view["last_error"]) == (None, "timeout")
+
+
+async def test_a_notice_whose_events_were_lost_for_its_whole_window_still_gets_one_post(configure, app_functions):
+    # Lifecycle seed 58 of the simulation: every Service Bus event of a notice lost (its first attempt's, and the
+    # sweeps' republished ones) until its window had passed; the event that finally came gave it up unsent.
+    with receiving(SECRET) as answering:
+        services, batch_id = await final_batch(configure, app_functions, answering)
+        services.publisher.down = True  # the first attempt's event is never published
+        await store_notice(services, batch_id)
+        services.publisher.down = False
+        state = services.storage.container(services.settings.state_container)
+        stored, etag = await notices.read(services, batch_id)
+        window_ago = time.time() - services.settings.callback_window_s - notices.STALL_S - 1
+        past = replace(stored, created_s=window_ago, deadline_s=window_ago + 1, next_due_s=window_ago)
+        await write_json(state, notices.notice_blob(batch_id), past.to_json(), etag=etag, metadata=past.metadata())
+
+        published, _ = await notice_sweep.sweep(services)
+        assert published == 1, "the timer's sweep publishes the overdue notice's attempt"
+        outcome = await notices.step(services, batch_id)  # that event, delivered
+
+        after, _ = await notices.read(services, batch_id)
+        assert answering.count() == 1, "one POST, though its window has passed"
+        assert (outcome, after.state, after.attempts) == ("notice-delivered", "delivered", 1)
