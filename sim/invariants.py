@@ -30,7 +30,7 @@ normal chunk waits for a place (`shared.engine.fair_slots`; see `high_starts_wat
 `shares_watched`).
 
 *Errors.* Nothing reaches the event loop's exception handler (an exception never retrieved; see
-`errors_watched`), and no API call ends in an unhandled error, a 500 (`incidents_watched`).
+`errors_watched`), and no API call ends in an unhandled error, a 500 (`sim.promises.incidents_watched`).
 
 *Cancels.* No handler call of a batch starts later than `ENDED_CHECK_S` after its cancel was answered (its ended
 marker is kept `KEEP_S`, 7 days: see `Cancels.on_handler_start`).
@@ -39,7 +39,6 @@ marker is kept `KEEP_S`, 7 days: see `Cancels.on_handler_start`).
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -55,7 +54,7 @@ from shared.engine.fair_slots import FairSlots
 from shared.ops import lifecycle
 from shared.store import ended
 from sim.loop import Stalled
-from sim.promises import Promises
+from sim.promises import Promises, incidents_watched
 
 # The world (`sim.world.World`) is passed in, not imported: it imports this module.
 World = Any
@@ -64,7 +63,6 @@ LATENCY_SLACK_S = 10.0
 IDLE_WATCH_S = 5.0  # the look bound's watch, while nothing is held (less than LATENCY_SLACK_S)
 # Names patched for one run (by name: mypy holds a module's attributes and a class's methods as fixed).
 RUN_ONCE, RECEIVE_PAGE, STARTED = "_run_once", "receive_page", "_started"
-API_LOGGER = "shared.api"  # where `shared.api.answer` logs an unhandled error
 SPIN_TURNS = 10_000  # loop turns at one virtual instant taken as a spin (measured: at most 18 in runs of every family)
 CANCEL_SLACK_S = 0.0  # virtual time is exact: the bound is ENDED_CHECK_S itself
 
@@ -284,39 +282,6 @@ def errors_watched(world: World) -> Iterator[None]:
         yield
     finally:
         loop.set_exception_handler(None)
-
-
-class _Incidents(logging.Handler):
-    """Every unhandled error the API's error mapping logs (`shared.api.answer`: a 500 with an incident id)."""
-
-    def __init__(self, world: World) -> None:
-        super().__init__(logging.ERROR)
-        self.world = world
-
-    def emit(self, record: logging.LogRecord) -> None:
-        error = record.exc_info[1] if record.exc_info else None
-        detail = f": {type(error).__name__}: {str(error)[:120]}" if error is not None else ""
-        self.world.violate(f"an API call answered 500, {record.getMessage()}{detail}")
-
-
-@contextmanager
-def incidents_watched(world: World) -> Iterator[None]:
-    """For one run (entered by `held_watched`): no API call ends in an unhandled error (a 500). A run whose
-    submits all answered 500 accepted nothing, and every other check passed it (issue 39's caller lookup read the
-    process's environment, not the world's settings)."""
-    api_log = logging.getLogger(API_LOGGER)
-    handler = _Incidents(world)
-    level, propagate = api_log.level, api_log.propagate
-    if not api_log.isEnabledFor(logging.ERROR):  # a quiet run (`python -m sim`): heard here, shown nowhere
-        api_log.setLevel(logging.ERROR)
-        api_log.propagate = False
-    api_log.addHandler(handler)
-    try:
-        yield
-    finally:
-        api_log.removeHandler(handler)
-        api_log.setLevel(level)
-        api_log.propagate = propagate
 
 
 @contextmanager

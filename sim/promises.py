@@ -20,11 +20,13 @@ positions, which the status route counts once (this was a trace note, "N outcome
 *Stamps.* A batch's final status, once stamped in its manifest (`final_status`), never changes, and the status
 route says the same after the run (a replay included, issue 36 item 12).
 
+*Tolerance.* A batch with `max_failed_fraction` never ends `completed` or `completed_with_failures` past it.
+
 *Liveness.* Every chunk message is gone from the work queues within `settle_bound_s` of the last fault, not an
 hour. A trigger message Service Bus lost and a handler call that hangs (until `functionTimeout`, when its worker
 restarts) are faults too. The bound: the look bound counted from then (with the timer's period where a fault may
-have lost a chain before), a visibility timeout for a message a crashed drainer hid, and the retries of an
-item's attempts.
+have lost a chain before), a visibility timeout for a message a crashed drainer hid, the retries of an item's
+attempts, and the handler's own time as if every call of the run waited for every other.
 """
 
 from __future__ import annotations
@@ -32,10 +34,13 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
-from collections.abc import Iterable
+import logging
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+from shared.batch.lifecycle import tripped
 from shared.ops.notices import STALL_S
 from sim.clock import EPOCH_S
 from sim.host import FUNCTION_TIMEOUT_S
@@ -47,7 +52,9 @@ IDLE_PER_PARTITION = 2  # README, idle storage transactions per queue: a lane li
 IDLE_PER_TICK = 2  # the notice sweep's index listing (issue 36 item 3), and one more (measured 0.6 a tick)
 IDLE_PER_LANE_DAY = 2  # a lane's depth read once a day, and its quiet record written again
 IDLE_SLACK_PER_H = 4.0
+COMPLETED = ("completed", "completed_with_failures")
 HANDLER_REASONS = ("permanent", "transient")  # `sim.host.SimHandler`'s failure reasons
+API_LOGGER = "shared.api"  # where `shared.api.answer` logs an unhandled error
 RESTART_S = 5.0  # the world restarts a worker that outlived functionTimeout after this long
 IDLE_WATCH_S = 5.0  # the watch's period while no chunk message is queued (the idle family's hours)
 
@@ -60,6 +67,9 @@ def settle_bound_s(world: World) -> float:
         bound += scenario.timer_s  # a chain lost before the last fault waits for the timer (`Looks`)
     bound += settings.visibility_timeout_s
     bound += settings.max_dequeue_count * (settings.retry_max_delay_ms / 1000 + settings.visibility_timeout_s)
+    # The handler's own time, as if every chunk of the run waited for every other (slow sync handlers).
+    chunks = sum(-(-sub.items // settings.chunk_max_items) for sub in scenario.submits)
+    bound += chunks * settings.max_dequeue_count * scenario.handler_s[1]
     return float(bound)
 
 
@@ -128,6 +138,7 @@ def after_run(world: World, batch_id: str, manifest: dict[str, Any], status: dic
     stamp = manifest.get("final_status")
     if stamp is not None and stamp != status["status"]:
         world.violate(f"batch {batch_id[:8]} is stamped {stamp}, the status route says {status['status']}")
+    tolerated(world, batch_id, manifest, status)
     records = list(records_of(world, batch_id))
     sizes = manifest.get("chunk_sizes")
     if sizes is None:
@@ -138,6 +149,18 @@ def after_run(world: World, batch_id: str, manifest: dict[str, Any], status: dic
     outcomes_as_returned(world, batch_id, lines, records)
     discards_only_unrun(world, batch_id, lines, records)
     notices_delivered(world, batch_id, manifest, status)
+
+
+def tolerated(world: World, batch_id: str, manifest: dict[str, Any], status: dict[str, Any]) -> None:
+    """A batch with `max_failed_fraction` f never ends `completed` or `completed_with_failures` with more than f of
+    its items failed (it ends `failed`; issue 36 item 7)."""
+    fraction = manifest.get("max_failed_fraction")
+    failed = status["items"].get("failed", 0)
+    if fraction is not None and status["status"] in COMPLETED and tripped(failed, int(manifest["items"]), fraction):
+        world.violate(
+            f"batch {batch_id[:8]} ended {status['status']} with {failed} of {manifest['items']} items failed, past "
+            f"its max_failed_fraction {fraction}"
+        )
 
 
 def notices_delivered(world: World, batch_id: str, manifest: dict[str, Any], status: dict[str, Any]) -> None:
@@ -320,3 +343,36 @@ def _json(data: bytes) -> dict[str, Any]:
     except ValueError:
         return {}
     return doc if isinstance(doc, dict) else {}
+
+
+class _Incidents(logging.Handler):
+    """Every unhandled error the API's error mapping logs (`shared.api.answer`: a 500 with an incident id)."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__(logging.ERROR)
+        self.world = world
+
+    def emit(self, record: logging.LogRecord) -> None:
+        error = record.exc_info[1] if record.exc_info else None
+        detail = f": {type(error).__name__}: {str(error)[:120]}" if error is not None else ""
+        self.world.violate(f"an API call answered 500, {record.getMessage()}{detail}")
+
+
+@contextmanager
+def incidents_watched(world: World) -> Iterator[None]:
+    """For one run (entered by `held_watched`): no API call ends in an unhandled error (a 500). A run whose
+    submits all answered 500 accepted nothing, and every other check passed it (issue 39's caller lookup read the
+    process's environment, not the world's settings)."""
+    api_log = logging.getLogger(API_LOGGER)
+    handler = _Incidents(world)
+    level, propagate = api_log.level, api_log.propagate
+    if not api_log.isEnabledFor(logging.ERROR):  # a quiet run (`python -m sim`): heard here, shown nowhere
+        api_log.setLevel(logging.ERROR)
+        api_log.propagate = False
+    api_log.addHandler(handler)
+    try:
+        yield
+    finally:
+        api_log.removeHandler(handler)
+        api_log.setLevel(level)
+        api_log.propagate = propagate

@@ -129,5 +129,9 @@ MUTANTS = [
            "manifest not written by the drainer", _index_not_written_by_drainer, family="submit",
            expect="missing from the batch list", invariant="every accepted batch is in the batch list"),
     Mutant("doorbell-attempt-is-storage-word", "a3dd4cd (issue 30 item 5)", "a doorbell's attempt taken as "
-           "storage's word", _doorbell_attempt_is_storage_word, family="submit"),
+           "storage's word", _doorbell_attempt_is_storage_word, family="submit",
+           why="it needs a doorbell naming an attempt other than the committed one (a first attempt's doorbell "
+               "delivered after a resumed attempt committed) and a chunk of the committed attempt arriving after "
+               "it in the same process; the world's retried submits commit one attempt. Plan: a bus delay of "
+               "seconds on the first attempt's doorbell in the `submit` family"),
 ]  # fmt: skip

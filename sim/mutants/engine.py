@@ -262,10 +262,16 @@ MUTANTS = [
            invariant='handler calls in flight never above `HANDLER_MAX_IN_FLIGHT`'),
     Mutant("sub-resolution-wait", "1f3838f (found here)", "a session in its last millisecond waits out remainders "
            "below the clock's resolution", _sub_resolution_wait, family="limits", seeds=100,
-           invariant='virtual time keeps moving'),
+           invariant="virtual time keeps moving",
+           why="the spin needs a session waiting for a share of the handler limits within a millisecond of its "
+               "deadline: `limits` seed 23 met it until the world's callers and timer changed its schedules. Plan: "
+               "a `limits` scenario whose session budget ends while a call holds the only place"),
     # The audit's hand-made reverts.
     Mutant("delete-before-record", "the first design (settling's order)", "a chunk's message deleted before its "
-           "result record", _delete_before_record, expect="pending", invariant="every accepted batch completes"),
+           "result record", _delete_before_record, expect="pending", invariant="every accepted batch completes",
+           why="the chunk is lost only if its drainer dies, or its record write fails, in the one round trip "
+               "between the delete and the write; in 300 `random` seeds none fell there. Plan: storage faults "
+               "aimed at result writes (a span on the results container's PutBlob)"),
     Mutant("lease-renewed-once-per-period", "the first design (leases)", "a drain lease renewed once per lease "
            "period", _lease_renewed_once_per_period, family="limits", expect=LIMITS, seeds=100,
            invariant="handler calls in flight never above `HANDLER_MAX_IN_FLIGHT`"),

@@ -75,10 +75,11 @@ def _keyed_retry_rings_nothing() -> Iterator[None]:
     look, so a batch whose first submit died between its commit and its doorbell waits for the timer."""
     ring = submit.ring
 
-    async def quiet_ring(services: Any, manifest: Manifest, payload_size: int, at: datetime | None = None) -> str:
+    async def quiet_ring(services: Any, manifest: Manifest, payload_size: int, at: datetime | None = None, *,
+                         committed: bool = False) -> str:  # fmt: skip
         if manifest.state is State.ACCEPTED:  # the replayed answer's manifest, read back as stored
             return manifest.trigger or "published"
-        return await ring(services, manifest, payload_size, at)
+        return await ring(services, manifest, payload_size, at, committed=committed)
 
     yield from swap(submit, "ring", quiet_ring)
 
@@ -146,7 +147,10 @@ def _retry_delay_in_seconds() -> Iterator[None]:
 MUTANTS = [
     Mutant("no-look-chain", "a0942b3 (issue 13)", "no look chain: the timer is the only net", _no_look_chain,
            family="storage", expect=LOOKED,
-           invariant='the look bound (`Looks`)'),
+           invariant='the look bound (`Looks`)',
+           why="caught by `storage` seed 2 in the last round; on today's code none of 60 `storage` seeds lets a "
+               "partition wait past the look bound (the timer's notice sweep and the drainers' own wake-ups look "
+               "too). Plan: the rest of the 300 seeds, then a family whose only net is the chain"),
     Mutant("watchdog-before-hidden-messages", "8ac5131 (issue 18 item 2)", "a drainer's watchdog may come before "
            "the messages it hid reappear", _watchdog_before_hidden_messages,
            why="the look chain (issue 13) looks at a queue holding messages at least every `BACKOFF_CEILING_MS`: a lost"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         return _table(load(args.render), args.into)
     only = set(args.only.split(",")) if args.only else None
+    commit = _commit()
     missed = 0
     found: dict[str, Result] = {}
     for mutant in MUTANTS:
@@ -75,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         began = time.perf_counter()
         hunted = hunt(mutant, range(args.seeds or mutant.seeds), args.family)
         took = time.perf_counter() - began
-        result = Result(mutant.name, family, hunted.tried, hunted.seed, hunted.violation, hunted.others)
+        result = Result(mutant.name, family, hunted.tried, hunted.seed, hunted.violation, hunted.others, commit)
         found[mutant.name] = result
         if args.json is not None:
             with args.json.open("a") as out:
@@ -92,6 +94,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.table or args.into:
         _table(found, args.into)
     return 1 if missed else 0
+
+
+def _commit() -> str:
+    """The code being measured: HEAD's short hash, "+" if the tree has changes ("" outside a git checkout)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, check=True)  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
 
 
 def _table(found: dict[str, Result], into: Path | None) -> int:

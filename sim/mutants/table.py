@@ -26,6 +26,7 @@ class Result:
     seed: int | None  # the catching seed, None if none within `tried`
     violation: str = ""
     others: int = 0  # other violations the mutant brought on the catching seed (0: its invariant alone caught it)
+    commit: str = ""  # the code it was measured on (`git rev-parse --short HEAD` when the run began)
 
     def line(self) -> str:
         return json.dumps(asdict(self))
@@ -43,10 +44,11 @@ def load(paths: Iterable[Path]) -> dict[str, Result]:
 
 
 def rows(mutants: Iterable[Mutant], found: dict[str, Result]) -> list[str]:
-    out = ["| defect put back | fixed by | mutant | invariant that caught it | seeds it took |", "|---" * 5 + "|"]
+    out = ["| defect put back | fixed by | mutant | invariant that caught it | seeds it took | on |", "|---" * 6 + "|"]
     for m in mutants:
         result = found.get(m.name)
         fixed = f"{m.fixed_by}" if not m.invented else "none: a defect of our making"
+        on = f"{result.commit}" if result is not None and result.commit else "-"
         if result is None:
             verdict, seeds = "not run", "-"
         elif result.seed is None:
@@ -56,7 +58,7 @@ def rows(mutants: Iterable[Mutant], found: dict[str, Result]) -> list[str]:
             alone = "" if result.others else " (alone)"
             verdict = f"{m.invariant or _quote(result.violation)}{alone}"
             seeds = f"{result.seed + 1} (`{result.family}` {result.seed})"
-        out.append(f"| {m.defect} | {fixed} | `{m.name}` | {verdict} | {seeds} |")
+        out.append(f"| {m.defect} | {fixed} | `{m.name}` | {verdict} | {seeds} | {on} |")
     return out
 
 
