@@ -13,10 +13,10 @@ from typing import Any
 
 from shared.batch import lifecycle as batch_lifecycle
 from shared.core import layout
-from shared.core.errors import PreconditionFailed, ResourceMissing
+from shared.core.errors import NotFound, PreconditionFailed, ResourceMissing
 from shared.engine.chunks import ChunkWork
 from shared.handlers import ChunkResult, ItemOutcome, checked, is_async
-from shared.ops import lifecycle, notice_sweep, notices
+from shared.ops import lifecycle, notice_sweep, notices, replay
 from shared.ops import status as status_module
 from shared.ops.status import FINAL, batch_status, crossed_tolerance, failed_items
 from shared.store import ended
@@ -128,6 +128,24 @@ def _tolerance_judged_once() -> Iterator[None]:
         yield
 
 
+@contextmanager
+def _final_batch_replayed() -> Iterator[None]:
+    """315b8a6 reverted (issue 36 item 12): a replay puts back the parked chunks of a batch already final, so a
+    batch reported `completed_with_failures` (its stamp, its one notice) reads `processing`, then something else."""
+
+    async def closed(services: Any, batch_id: str, known: dict[str, Any]) -> Any:
+        if batch_id not in known:
+            try:
+                manifest, _, _ = await lifecycle.read(services, batch_id)
+            except NotFound:
+                known[batch_id] = None
+            else:
+                known[batch_id] = replay.Closed.ENDED if manifest.ended is not None else None
+        return known[batch_id]
+
+    yield from swap(replay, "_closed", closed)
+
+
 MUTANTS = [
     Mutant("ended-marker-goes-at-last-record", "dd28184 (found here)", "an ended batch's marker deleted once every "
            "chunk has a record", _ended_marker_goes_at_last_record, expect="after its cancel was answered",
@@ -147,4 +165,7 @@ MUTANTS = [
            "chunk is deleted, and that judgement lost", _tolerance_judged_once, family="lifecycle",
            expect="past its max_failed_fraction",
            invariant="no batch completes past its max_failed_fraction (`sim.promises`)"),
+    Mutant("final-batch-replayed", "315b8a6 (issue 36 item 12)", "a replay puts back the parked chunks of a batch "
+           "already final", _final_batch_replayed, family="lifecycle", expect="is stamped",
+           invariant="a final stamp never changes and is the status route's (`sim.promises`)"),
 ]  # fmt: skip

@@ -39,6 +39,7 @@ CAUGHT = [
     ("retry-delay-in-seconds", 2),  # random: liveness from the last fault
     ("tolerance-judged-once", 0),  # lifecycle: no batch completes past its max_failed_fraction (issue 36 item 7)
     ("keyed-retry-rings-nothing", 19),  # submit: a look after a 202
+    ("final-batch-replayed", 5),  # lifecycle: a final stamp is the status route's (issue 36 item 12)
 ]
 # Rows once here whose seeds moved with the world's doors and the app's changes (none fails its old seed any
 # more, checked by hand: no-look-chain 2, receive-without-share 6, keyed-retry-rings-nothing 23 (now 19),
