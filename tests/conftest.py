@@ -18,7 +18,7 @@ import pytest
 from devstack.azurite import AzuritePorts, azurite, connection_string
 from devstack.procs import ManagedProcess, ServiceStartError
 
-pytest_plugins = ["tests.fixtures_servicebus"]
+pytest_plugins = ["tests.fixtures_servicebus", "tests.conformance"]
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 

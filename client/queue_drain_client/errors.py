@@ -6,7 +6,8 @@ QueueDrainError
 ├── NotFinal                 results(wait=False) on a batch still running: a partial export is refused
 └── ApiError                 the API answered an error: status, code, message, details, retry_after, response
     ├── BadRequest, MalformedRequest, LimitExceeded, UnsupportedMediaType, NotFound,
-    │   IdempotencyConflict, ReplayConflict, BatchConflict, Unauthorized (Unauthenticated), Forbidden
+    │   IdempotencyConflict, ReplayConflict, BatchConflict, BatchFinal, Unauthorized (Unauthenticated),
+    │   Forbidden
     └── RetryableError       the client retries these itself (max_retries); raised once they run out
         ├── RateLimited (429)            QuotaExceeded
         └── ServerError (5xx)            Busy, SubmitNotStored, StorageUnavailable, ProbeNotSent,
@@ -121,6 +122,13 @@ class BatchConflict(ApiError):
     code = "batch_conflict"
 
 
+class BatchFinal(ApiError):
+    """Raised for `batch_final` (409): the batch is final, so nothing of it is replayed (an outcome once recorded
+    never changes)."""
+
+    code = "batch_final"
+
+
 class NotFound(ApiError):
     """Raised for `not_found` (404), and for a 404 without a body (no such route: is the URL the app's?)."""
 
@@ -218,6 +226,7 @@ BY_CODE: dict[str, type[ApiError]] = {
         IdempotencyConflict,
         ReplayConflict,
         BatchConflict,
+        BatchFinal,
         NotFound,
         Unauthorized,
         Unauthenticated,

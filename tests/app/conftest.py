@@ -19,6 +19,7 @@ from shared.core.errors import TriggerUnavailable
 from shared.core.events import TriggerEvent
 from shared.core.settings import Settings
 from shared.services import Services
+from tests.conformance import function_checked
 from tests.conftest import Names
 
 UNREACHABLE_SERVICEBUS = (
@@ -123,8 +124,14 @@ def indexed_functions() -> list[Any]:
 
 @pytest.fixture(scope="session")
 def app_functions(indexed_functions: list[Any]) -> Mapping[str, Callable[..., Any]]:
-    """The app's user functions by name."""
-    return {f.get_function_name(): f.get_user_function() for f in indexed_functions}
+    """The app's user functions by name; the HTTP ones' answers are checked against the OpenAPI document
+    (tests/conformance.py)."""
+    return {
+        f.get_function_name(): (
+            function_checked(f.get_user_function()) if f.get_trigger().type == "httpTrigger" else f.get_user_function()
+        )
+        for f in indexed_functions
+    }
 
 
 def http_request(

@@ -49,6 +49,10 @@ def test_every_answer_is_what_the_openapi_document_promises(case: Any, hostile: 
     # form is bounded by the clock. Its answers are still checked against the document, and never a 5xx.
     if case.method == "POST" and case.path == "/batches":
         excluded.append(positive_data_acceptance)
+    # A list continuation of the documented shape that this API did not give is refused (a 400 naming it), as
+    # docs/api.md says: no schema states "a token a page answered".
+    if case.method == "GET" and case.path == "/batches" and "continuation" in (case.query or {}):
+        excluded.append(positive_data_acceptance)
     case.validate_response(response, excluded_checks=excluded)
     assert response.status_code < 500, response.text[:300]
 
