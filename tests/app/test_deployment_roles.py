@@ -26,7 +26,7 @@ ITEMS = [{"id": f"d-{i}", "amount": "2.50", "currency": "EUR", "author": "a", "d
 BIG = [{**ITEMS[0], "id": f"big-{i}", "note": "x" * 2000} for i in range(60)]
 
 
-async def probe_read(probe_id: str) -> func.HttpRequest:
+def probe_read(probe_id: str) -> func.HttpRequest:
     url = f"http://localhost:7071/api/probes?id={probe_id}"
     return func.HttpRequest("GET", url, headers={}, params={"id": probe_id}, route_params={}, body=b"")
 
