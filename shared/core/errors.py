@@ -183,9 +183,10 @@ class NotRun(QueueDrainError):
         self.verdict = verdict
 
 
-class PastBudget(QueueDrainError):
-    """Raised when a chunk's handler call would start after its drain session's budget: the chunk is put back for
-    the continuation, no attempt counted, its handler not called."""
+class SessionEnding(QueueDrainError):
+    """Raised when a chunk's handler call would start after its drain session stopped starting calls (its budget
+    spent, or its lease's renewal failed): the chunk is put back for the next session, no attempt counted, its
+    handler not called."""
 
 
 class PreconditionFailed(StorageError):

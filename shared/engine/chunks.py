@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -29,8 +28,8 @@ from shared.core.errors import (
     MalformedEnvelope,
     NotRun,
     Overloaded,
-    PastBudget,
     ResourceMissing,
+    SessionEnding,
     StorageError,
 )
 from shared.engine import sync_calls
@@ -55,11 +54,11 @@ class ChunkWork:
         batches: ContainerClient,
         clock: Callable[[], float],
         queue: str = "",
-        deadline: float = math.inf,
+        ending: Callable[[], bool] = lambda: False,
     ) -> None:
         self.s, self.settings, self.batches, self.clock = services, services.settings, batches, clock
         self.queue = queue  # for the metrics' attributes
-        self.deadline = deadline  # by `clock`: the drain session's budget; no handler call starts after it
+        self.ending = ending  # the drain session starts no more handler calls (read on a handler's thread too)
         self._manifest_reads: dict[str, asyncio.Future[Manifest]] = {}
         self._index_writes: dict[str, asyncio.Future[None]] = {}
         self._linked: set[str] = set()  # batches the drain session's span links to
@@ -110,11 +109,11 @@ class ChunkWork:
             pruning.add_done_callback(self._pruning.discard)
 
     def _still_runs(self, header: ChunkHeader) -> bool:
-        """Judged by a sync handler's thread as it begins the call, with no I/O: the session's budget is not spent,
+        """Judged by a sync handler's thread as it begins the call, with no I/O: the session still starts calls,
         the process's knowledge of ended batches is fresh and does not name the batch, and the chunk's deadline
         has not passed."""
         known = self.s.ended
-        if self.clock() >= self.deadline or header.batch_id in known or not known.fresh(time.monotonic()):
+        if self.ending() or header.batch_id in known or not known.fresh(time.monotonic()):
             return False
         return lifecycle.judged(header, epoch_ms()) is Admission.PROCESS
 
@@ -297,12 +296,13 @@ class ChunkWork:
         """The handler's call, judged again as it starts (the wait for a place may have outlasted the bound): on
         the loop right before an async handler's call; by a sync handler's thread as it begins the call
         (`shared.engine.sync_calls`), and on the loop again whenever the thread found it must not start.
-        Raises NotRun if the batch ended or expired meanwhile, PastBudget once the session's budget is spent (a
-        chunk held while slow calls ran before it waits for the continuation: the budget bounds when the session
-        stops starting calls, whatever it still holds)."""
+        Raises NotRun if the batch ended or expired meanwhile, SessionEnding once the session starts no more calls
+        (a chunk held while slow calls ran before it waits for the next session: the budget bounds when a session
+        stops starting calls, whatever it still holds, and a session whose lease may have lapsed starts none
+        beside the next holder's, whose handler limits no longer count its calls)."""
         while True:
-            if self.clock() >= self.deadline:
-                raise PastBudget("the drain session's budget is spent")
+            if self.ending():
+                raise SessionEnding("the drain session starts no more handler calls")
             verdict = await self.lifecycle(header)
             if verdict is not Admission.PROCESS:
                 raise NotRun(verdict.value)

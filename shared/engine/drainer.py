@@ -130,7 +130,7 @@ class Drainer(ExpressPages):
         poison_queue = await storage.ensure_queue(self.settings.poison_queue(self.queue_name))
         # The depth a scale-out check reads: a lane recorded quiet at its current mark holds nothing, costs no read.
         self.wakeups.attach(self.state, lambda: self.order.maybe_holding(self.quiet))
-        self.chunks = ChunkWork(self.s, batches, self.clock, self.queue_name, deadline=self.deadline)
+        self.chunks = ChunkWork(self.s, batches, self.clock, self.queue_name, ending=self._ending)
         self.settler = Settler(
             self.settings,
             self.queue_name,
@@ -308,6 +308,12 @@ class Drainer(ExpressPages):
                     self._spawn_receiver(lease)
                 await self.wakeups.maybe_scale_out()
             await asyncio.gather(*(self._handle(item) for item in page))
+
+    def _ending(self) -> bool:
+        """The session starts no more handler calls: its budget is spent, or its lease's renewal failed (the lease
+        may lapse and the next holder's share of the handler limits would not count calls started here)."""
+        lease = self._lease
+        return self._out_of_time() or (lease is not None and lease.lost.is_set())
 
     def _out_of_time(self) -> bool:
         # Within a millisecond of the deadline counts as past it: waiting out a remainder below the clock's

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from shared.batch import envelope
 from shared.batch.batches import Admission
 from shared.batch.envelope import ChunkMessage
-from shared.core.errors import MalformedEnvelope, NotRun, Overloaded, PastBudget, ResourceMissing, StorageError
+from shared.core.errors import MalformedEnvelope, NotRun, Overloaded, ResourceMissing, SessionEnding, StorageError
 from shared.core.settings import Settings
 from shared.engine.chunks import ChunkWork, Worked
 from shared.engine.fair_slots import FairSlots
@@ -130,7 +130,7 @@ class HeldMessages:
         except Overloaded as e:
             await self._overloaded(item, msg, e, started=started)
             return None
-        except PastBudget:  # visible again at once, for the continuation (`_out_of_time` ends the receivers)
+        except SessionEnding:  # visible again at once, for the next session (the receivers end: `_ending`)
             await self.settler.put_back(item, msg, delay_s=0)
             return None
         self.pause.worked(lane)

@@ -1,15 +1,25 @@
-"""The drain budget bounds when a session stops starting handler calls, on the real Azurite.
+"""A drain session stops starting handler calls once its budget is spent or its lease's renewal fails, on the real
+Azurite.
 
 A session receives a page of chunks and works through it a place at a time; with a slow handler the page can
 outlast the budget by many calls (platform seed 40 of the simulation: 89 s against a bound of 70 s, with a
-10 s budget, 32 chunks a page and 0.5-2 s calls). Once the budget is spent, the chunks the session still holds
-are put back, visible at once and no attempt counted, for the continuation it publishes. The session's clock
-is the test's: the first call spends the budget, whatever the machine's speed.
+10 s budget, 32 chunks a page and 0.5-2 s calls), and outlast its lease: platform seed 77 had a session whose
+lease renewals failed under slow storage go on starting calls after the lease lapsed, beside the next holder's,
+two handler calls at once with HANDLER_MAX_IN_FLIGHT=1 (the handler limits count a session's calls under its
+lease). Then the chunks the session still holds are put back, visible at once and no attempt counted, for the
+next session. In the budget's test the session's clock is the test's: the first call spends the budget,
+whatever the machine's speed; in the lease's, the first call lasts until a renewal has failed.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
+from typing import Any
+
+import pytest
+from azure.core.exceptions import ServiceRequestError
+from azure.storage.blob.aio import BlobLeaseClient
 
 from shared.engine.drainer import Drainer
 from shared.handlers import ChunkContext
@@ -65,3 +75,49 @@ async def test_a_session_whose_budget_a_slow_call_spent_starts_no_other_call_and
     assert status["status"] == "completed"
     assert Counter(handlers.calls.values()) == Counter({1: 50}), "every item handled once"
     assert set(handlers.attempts_seen) == {1}, "a chunk put back for the budget counts no attempt"
+
+
+@pytest.mark.slow
+async def test_a_session_whose_lease_renewal_failed_starts_no_other_call_and_leaves_its_page_to_the_next(
+    configure, monkeypatch
+):
+    publisher = RecordingPublisher()
+    services = configure(
+        publisher=publisher,
+        HANDLER="tests.app.handlers:record",
+        CHUNK_MAX_ITEMS="5",
+        CHUNK_CONCURRENCY="1",
+        HANDLER_MAX_IN_FLIGHT="1",
+        LEASE_S="15",
+    )
+    batch_id = await submit_ids(services, [f"l-{i}" for i in range(50)])  # 10 chunks, one page
+    renewal_failed = asyncio.Event()
+
+    async def failing_renew(self: BlobLeaseClient, **kwargs: Any) -> Any:
+        renewal_failed.set()
+        raise ServiceRequestError("storage did not answer (test)")
+
+    monkeypatch.setattr(BlobLeaseClient, "renew", failing_renew)
+    started: list[int] = []
+
+    async def slow(context: ChunkContext) -> None:
+        started.append(context.chunk)
+        if len(started) == 1:
+            await renewal_failed.wait()  # this call outlasts a renewal, which fails: the lease may lapse under it
+
+    handlers.on_chunk.append(slow)
+
+    spent = await Drainer(services, services.settings.work_queue).run()
+
+    assert spent.messages == 10, "the session held the whole page"
+    assert len(started) == 1, f"calls started after the lease's renewal failed: chunks {started}"
+    assert spent.outcome == "lease-lost"
+    work = services.storage.queue(services.settings.work_queue)
+    assert len(await work.peek_messages(max_messages=32)) == 9, "the chunks it held are visible again at once"
+
+    handlers.on_chunk.clear()
+    monkeypatch.undo()
+    await drain_all(services)
+    assert (await read_batch_status(services, batch_id))["status"] == "completed"
+    assert Counter(handlers.calls.values()) == Counter({1: 50}), "every item handled once"
+    assert set(handlers.attempts_seen) == {1}, "a chunk put back for a lost lease counts no attempt"
