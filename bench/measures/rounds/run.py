@@ -140,6 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--before", type=Path, help="another checkout (a change's parent): its app drained in the same rounds"
     )
+    parser.add_argument("--before-commit", default="", help="the commit --before's checkout holds (its history line)")
     parser.add_argument("--json", type=Path, default=RESULTS / "rounds.json")
     parser.add_argument("--no-history", action="store_true", help="do not add the run to cpu_history.json")
     args = parser.parse_args(argv)
@@ -162,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "command": command,
         "duration_s": round(time.monotonic() - started, 1),
         "machine": machine.details() | {"commit_at_start": at_start["commit"], "load_during_run": load.summary()},
-        "config": {k: v for k, v in vars(args).items() if k not in ("json", "no_history", "before")},
+        "config": {k: v for k, v in vars(args).items() if k not in ("json", "no_history", "before", "before_commit")},
         **found,
     }
     doc["summary"] = plan.summarize(doc["rounds"])
@@ -171,6 +172,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         change = doc["summary"]["cpu_after_over_before"]
         log.info("CPU per message, after over before: %s (median %.3f)", fmt_list(change),
                  doc["summary"]["median_cpu_after_over_before"] or 0)  # fmt: skip
+    if not args.no_history and args.before is not None:
+        found_before = {"median_cpu_s_per_message_app": doc["summary"]["median_cpu_s_per_message_before"],
+                        "median_cpu_s_per_message_a2": doc["summary"]["median_cpu_s_per_message_a2"]}  # fmt: skip
+        label = args.before_commit or "parent"
+        row = plan.history_row(label, False, command + " (its --before side)", args.items, found_before,
+                               doc["machine"]["load_during_run"])  # fmt: skip
+        append_history(row)
     if not args.no_history:
         m = doc["machine"]
         append_history(plan.history_row(m["commit"], m["tree_modified"], command, args.items, doc["summary"],
