@@ -158,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if v != {"items": ITEMS, "rounds": ROUNDS}[k]
     ) + (f" --spin {args.spin}" if args.spin else "")  # fmt: skip
     if args.before is not None:
-        command += " --before <the parent commit's checkout>"
+        command += f" --before <a checkout of {args.before_commit or 'the parent commit'}>"
     doc = {
         "command": command,
         "duration_s": round(time.monotonic() - started, 1),
