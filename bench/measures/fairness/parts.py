@@ -25,6 +25,18 @@ def pct(found: dict[str, Any], key: str) -> str:
 
 
 SPIN_FILE = "fairness-parts-spin.json"  # the same with CPU-bound processes beside it (`--spin 2`)
+# What more than one worker process would change for a newcomer (issue 42 asks; said once, under the loaded run).
+WORKERS = [
+    "**More worker processes.** The local function host runs the app inside its own process and ignores "
+    "`FUNCTIONS_WORKER_PROCESS_COUNT` (emulators/functions/README.md), so it cannot show what several Python "
+    "worker processes per instance would change. On Azure they would give each process its own event loop, but "
+    "not a newcomer its own: a partition's lanes are served by the drainer that holds the partition's lease "
+    "(`leases/{queue}/{slot}`), so B's lane is drained by the process already draining A's, on A's loop. What "
+    "would take B off A's loop: a lease per lane group (or per lane) so another process can serve it, or "
+    "less CPU per message of A's (see CPU per message, under The app beside (a') above), since the loop's busy "
+    "share is what B waits behind.",
+    "",
+]
 
 
 def section(name: str = "fairness-parts.json") -> str:
@@ -82,6 +94,7 @@ def section(name: str = "fairness-parts.json") -> str:
         "",
         *verdict(lanes, target, doc.get("profile")),
         *profile(doc.get("profile")),
+        *(WORKERS if spun else []),
     ]
     return "\n".join(rows) + "\n"
 
