@@ -31,9 +31,7 @@ MAX_LINES = 400
 MAX_FLOORS = 7
 # Known to be over a bound when this check came in, each to be split by the change that owns it; an entry that comes
 # under must leave its list (the check fails until it does), and nothing new may join.
-KNOWN_LONG = {
-    "shared/intake/submit.py": "403 lines (issue 36)",
-}
+KNOWN_LONG: dict[str, str] = {}
 KNOWN_TALL = {"sim": "8 floors: __main__, world, platform, callers, host, storage, storage_blobs, account"}
 
 
