@@ -76,19 +76,7 @@ async def replay(
     and of every later replay. Neither what is set aside nor what is left parked counts against `limit`."""
     closed: dict[str, Closed | None] = {}
     if batch_id is not None:
-        why = await _closed(services, batch_id, closed)
-        if why is Closed.ENDED:
-            raise BatchConflict(
-                f"batch {batch_id} was cancelled (or ended by its max_failed_fraction): its parked chunks are not "
-                "replayable; submit the items again as a new batch",
-                batch_id=batch_id,
-            )
-        if why is Closed.FINAL:
-            raise BatchFinal(
-                f"batch {batch_id} is final: its outcome is recorded and never changes, so its parked chunks are "
-                "not replayed; submit its failed items (the results export with status=failed) as a new batch",
-                batch_id=batch_id,
-            )
+        await refuse_closed(services, batch_id, closed)
     window_s = MAX_REPLAY_S if window_s is None else window_s
     pace = Pace(rate)
     if rate is not None:  # what fits in one answer at this pace
@@ -152,6 +140,23 @@ class Closed(Enum):
 
     ENDED = "its batch was cancelled (or ended by its max_failed_fraction)"
     FINAL = "its batch is final (its outcome never changes)"
+
+
+async def refuse_closed(services: Services, batch_id: str, known: dict[str, Closed | None] | None = None) -> None:
+    """Raise BatchConflict (ended) or BatchFinal (final) for a batch whose parked chunks are never replayed."""
+    why = await _closed(services, batch_id, {} if known is None else known)
+    if why is Closed.ENDED:
+        raise BatchConflict(
+            f"batch {batch_id} was cancelled (or ended by its max_failed_fraction): its parked chunks are not "
+            "replayable; submit the items again as a new batch",
+            batch_id=batch_id,
+        )
+    if why is Closed.FINAL:
+        raise BatchFinal(
+            f"batch {batch_id} is final: its outcome is recorded and never changes, so its parked chunks are "
+            "not replayed; submit its failed items (the results export with status=failed) as a new batch",
+            batch_id=batch_id,
+        )
 
 
 async def _closed(services: Services, batch_id: str, known: dict[str, Closed | None]) -> Closed | None:

@@ -25,6 +25,8 @@ from typing import Any
 from azure.storage.blob.aio import ContainerClient
 
 from shared.core.errors import (
+    BatchConflict,
+    BatchFinal,
     NotFound,
     PreconditionFailed,
     ResourceConflict,
@@ -126,6 +128,8 @@ async def start(
 ) -> Job:
     """Write the job and publish its first step; the job stands even if Service Bus cannot be reached (its
     status read publishes the step again)."""
+    if batch_id is not None:  # refused as the foreground's is (409), not started to fail at every step
+        await replay.refuse_closed(services, batch_id)
     ids = sorted(message_ids) if message_ids is not None else None
     job = Job(uuid.uuid4().hex, limit, rate, batch_id, ids)
     state = await services.storage.ensure_container(services.settings.state_container)
@@ -222,15 +226,21 @@ async def step(services: Services, job_id: str) -> Job | None:
     except (PreconditionFailed, ResourceConflict):
         return None  # another step took it
     wanted = job.step_limit()
-    answer = await replay.replay(
-        services,
-        batch_id=job.batch_id,
-        message_ids=set(job.message_ids) if job.message_ids is not None else None,
-        limit=wanted,
-        rate=job.rate,
-        exclude=frozenset(job.skipped_ids),
-        window_s=STEP_S,
-    )
+    try:
+        answer = await replay.replay(
+            services,
+            batch_id=job.batch_id,
+            message_ids=set(job.message_ids) if job.message_ids is not None else None,
+            limit=wanted,
+            rate=job.rate,
+            exclude=frozenset(job.skipped_ids),
+            window_s=STEP_S,
+        )
+    except (BatchFinal, BatchConflict) as e:
+        # Its batch became final or ended since the job began: nothing of it is replayed, now or later. The job
+        # is done (raising would bring the step back at every claim's end, for as long as the job exists).
+        log.warning("replay job %s: done, %s", job_id, e)
+        answer = {"replayed": 0, "set_aside": 0, "skipped": [], "more": False}
     skipped = answer["skipped"]
     finished = not answer["more"] or job.replayed + answer["replayed"] >= job.limit
     done = replace(
