@@ -16,7 +16,7 @@ from shared.core import layout
 from shared.core.errors import NotFound, PreconditionFailed, ResourceMissing
 from shared.engine.chunks import ChunkWork
 from shared.handlers import ChunkResult, ItemOutcome, checked, is_async
-from shared.ops import lifecycle, notice_sweep, notices, replay
+from shared.ops import lifecycle, notice_sweep, notices, replay, replay_marks
 from shared.ops import status as status_module
 from shared.ops.status import FINAL, batch_status, crossed_tolerance, failed_items
 from shared.store import ended
@@ -146,6 +146,21 @@ def _final_batch_replayed() -> Iterator[None]:
     yield from swap(replay, "_closed", closed)
 
 
+@contextmanager
+def _replay_strands_chunk() -> Iterator[None]:
+    """315b8a6 reverted (issue 36 item 1): a replay whose lane mark or send fails keeps its claim on the chunk (its
+    items left `retrying` with nothing carrying them), and no later replay takes a dead replay's claim over: the
+    batch reads `processing` for good."""
+
+    async def kept(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(scoped(replay_marks, "release", kept))
+        stack.enter_context(scoped(replay_marks, "CLAIM_S", 10**9))
+        yield
+
+
 MUTANTS = [
     Mutant("ended-marker-goes-at-last-record", "dd28184 (found here)", "an ended batch's marker deleted once every "
            "chunk has a record", _ended_marker_goes_at_last_record, expect="after its cancel was answered",
@@ -168,4 +183,9 @@ MUTANTS = [
     Mutant("final-batch-replayed", "315b8a6 (issue 36 item 12)", "a replay puts back the parked chunks of a batch "
            "already final", _final_batch_replayed, family="lifecycle", expect="is stamped",
            invariant="a final stamp never changes and is the status route's (`sim.promises`)"),
+    Mutant("replay-strands-chunk", "315b8a6 (issue 36 item 1)", "a replay that fails part-way keeps its claim, and "
+           "no replay takes a dead one's claim over", _replay_strands_chunk, family="lifecycle", expect="pending",
+           invariant="every accepted batch ends with nothing pending",
+           why="a replay's lane mark or send must fail (or its process die) between its claim and its send; none of "
+               "300 `lifecycle` seeds did. Plan: storage faults and refused sends aimed at replay steps"),
 ]  # fmt: skip

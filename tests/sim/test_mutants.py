@@ -40,6 +40,7 @@ CAUGHT = [
     ("tolerance-judged-once", 0),  # lifecycle: no batch completes past its max_failed_fraction (issue 36 item 7)
     ("keyed-retry-rings-nothing", 19),  # submit: a look after a 202
     ("final-batch-replayed", 5),  # lifecycle: a final stamp is the status route's (issue 36 item 12)
+    ("sync-judged-before-the-pool", 26),  # lifecycle: no sync call past expires_at (issue 36 items 4, 13)
 ]
 # Rows once here whose seeds moved with the world's doors and the app's changes (none fails its old seed any
 # more, checked by hand: no-look-chain 2, receive-without-share 6, keyed-retry-rings-nothing 23 (now 19),
