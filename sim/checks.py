@@ -8,7 +8,7 @@ from typing import Any
 
 from shared.ops import lifecycle, reports
 from shared.ops.status import FINAL
-from sim import promises
+from sim import promises, replays
 
 VOLUME_TX_PER_1000 = 30.0  # see transactions_bounded
 
@@ -42,6 +42,7 @@ async def final_checks(self: World) -> None:
         )
         if status["status"] not in finals or items["pending"]:
             self.violate(f"batch {batch_id[:8]} accepted but {status['status']} with {items['pending']} pending")
+        replays.never_stranded(self, batch_id)
         counted = sum(items.get(k, 0) for k in ("succeeded", "failed", "discarded", "cancelled", "expired"))
         if counted != int(manifest["items"]):
             self.violate(f"batch {batch_id[:8]}: the status route counts {items} for {manifest['items']} items")

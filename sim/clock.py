@@ -45,6 +45,10 @@ def sim_time() -> float:
     return _real_time() if loop is None else EPOCH_S + loop.time() + SKEW_S.get()
 
 
+def sim_time_ns() -> int:
+    return int(sim_time() * 1_000_000_000)
+
+
 def sim_monotonic() -> float:
     loop = _sim_loop()
     return _real_monotonic() if loop is None else loop.time() + SKEW_S.get()
@@ -118,6 +122,7 @@ def patched(rng: random.Random) -> Iterator[None]:
     try:
         setattr_undoably(time, "time", sim_time)
         setattr_undoably(time, "monotonic", sim_monotonic)
+        setattr_undoably(time, "time_ns", sim_time_ns)  # a replay's claim stamp, a parked chunk's (epoch ms)
         setattr_undoably(uuid, "uuid4", lambda: uuid.UUID(int=rng.getrandbits(128), version=4))
         setattr_undoably(random, "Random", seeded_random)
         undo.extend(_rebind_defaults(_real_monotonic, sim_monotonic))

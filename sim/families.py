@@ -4,7 +4,8 @@
   as headers or query parameters, JSON or NDJSON, gzip or not), callbacks to a receiver that is down, slow,
   failing or duplicating for spans, clients polling, listing and exporting page by page, cancels and replays
   (synchronous and background) through the API, async or sync handlers (a sync one in the host's bounded
-  thread pool, sometimes slow), and the random family's faults;
+  thread pool, sometimes slow), the random family's faults, and storage faults aimed at its seams
+  (`aim_at_lifecycle`);
 - `idle`: many tenants' small batches, then hours with nothing to do, then another wave; storage calls that
   are slow (seconds) for spans;
 - `platform`: the host's lock renewals failing while functions run, settlements failing, Service Bus refusing
@@ -123,6 +124,27 @@ def lifecycle(scenario: Scenario, rng: random.Random, instances: int) -> None:
         scenario.replays.append((round(rng.uniform(60.0, 240.0), 3), rng.random() < 0.4, rng.random() < 0.5))
     if scenario.faults:
         scenario.add_faults(rng, instances)
+        aim_at_lifecycle(scenario)
+
+
+def aim_at_lifecycle(scenario: Scenario) -> None:
+    """Storage faults aimed at the lifecycle's seams, drawn apart (the scenario's other draws stay as they were):
+    - chunk deletes failing for tens of seconds up to a cancel or an expiry: a chunk recorded then keeps its message,
+      which comes back after its batch ended, and its discard meets a recorded outcome (issue 36 item 2);
+    - queue sends failing while a replay runs: a replay fails between its claim and its send (issue 36 item 1).
+    """
+    rng = random.Random(f"aimed-{scenario.family}-{scenario.seed}")
+    ends = [at for at, _ in scenario.api_cancels]
+    ends += [s.at_s + float(v) for s in scenario.submits for k, v in s.options if k == "expires_in_s"]
+    # The storage clients' retries sit out some 16 s of failures (`shared.store.storage.CLIENT_OPTIONS`): longer.
+    for at in sorted(ends):
+        if rng.random() < 0.5:
+            start = max(0.0, at - rng.uniform(18.0, 40.0))
+            scenario.storage_spans.append(Span(round(start, 3), round(at + rng.uniform(0.0, 1.0), 3), "5xx", 1.0,
+                                               "queue DELETE"))  # fmt: skip
+    for at, _, _ in scenario.replays:
+        if rng.random() < 0.5:
+            scenario.storage_spans.append(Span(at, round(at + rng.uniform(20.0, 40.0), 3), "5xx", 1.0, "queue POST"))
 
 
 def idle(scenario: Scenario, rng: random.Random, instances: int) -> None:

@@ -87,20 +87,21 @@ class Promises:
         self.world = world
         self.stamps: dict[str, str] = {}  # batch id -> the final status first stamped
         self.seen: dict[str, bytes] = {}  # manifest blob -> the data last read (read again only when it changes)
+        self.lost_at = 0.0  # when Service Bus last lost a trigger message (sampled each second)
 
     async def watch(self) -> None:
         world = self.world
         bound = settle_bound_s(world)
         late = False
-        lost, lost_at = 0, 0.0
+        lost = 0
         left = 1
         while True:
             await asyncio.sleep(1.0 if left else IDLE_WATCH_S)
             self.check_stamps()
             now = world.now_s()
             if world.broker.lost > lost:  # sampled every second: lost within the last one
-                lost, lost_at = world.broker.lost, now
-            end = last_fault_s(world, lost_at)
+                lost, self.lost_at = world.broker.lost, now
+            end = last_fault_s(world, self.lost_at)
             if now < end:
                 continue
             left = chunks_left(world)
@@ -184,7 +185,8 @@ def notices_delivered(world: World, batch_id: str, manifest: dict[str, Any], sta
     spans = getattr(world.scenario, "receiver", [])
     if any(span.end_s > final_s for span in spans):
         return  # the receiver was down, slow or failing since: a notice may be given up at its deadline
-    due = max([final_s, last_fault_s(world, 0.0), *(span.end_s for span in spans)]) + notice_bound_s(world)
+    lost_at = getattr(getattr(world, "promises", None), "lost_at", 0.0)  # a lost notice event waits for the timer
+    due = max([final_s, last_fault_s(world, lost_at), *(span.end_s for span in spans)]) + notice_bound_s(world)
     first = min((r.at_s for r in got), default=None)
     if first is None or first > due:
         when = "never" if first is None else f"only at {first:.0f} s"

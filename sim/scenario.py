@@ -61,6 +61,7 @@ class Span:
     end_s: float
     kind: str = "down"  # storage: "5xx", "timeout", "lost"
     rate: float = 1.0  # share of requests hit while it lasts
+    op: str = ""  # storage: only requests of this kind ("queue DELETE", "queue POST"...); "" is every request
 
 
 @dataclass(frozen=True)
@@ -228,7 +229,8 @@ class Scenario:
         for c in self.crashes:
             out.append(f"  crash i{c.instance} at {c.at_s:.3f} s for {c.down_s:.1f} s")
         for sp in self.storage_spans:
-            out.append(f"  storage {sp.kind} ({sp.rate:.0%}) from {sp.start_s:.3f} s to {sp.end_s:.3f} s")
+            out.append(f"  storage {sp.kind} ({sp.rate:.0%}) {sp.op or 'any request'} from {sp.start_s:.3f} s "
+                       f"to {sp.end_s:.3f} s")  # fmt: skip
         for sp in self.bus_spans:
             out.append(f"  Service Bus away from {sp.start_s:.3f} s to {sp.end_s:.3f} s")
         out.extend(self.describe_doors())

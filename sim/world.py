@@ -148,7 +148,7 @@ class World:
     def storage_fault(self, operation: str) -> str | None:
         now = self.loop.time()
         for span in self.scenario.storage_spans:
-            if span.start_s <= now < span.end_s and self.rng.random() < span.rate:
+            if span.op in ("", operation) and span.start_s <= now < span.end_s and self.rng.random() < span.rate:
                 if span.kind == "slow":
                     self.features.add("slow-storage")
                 return span.kind

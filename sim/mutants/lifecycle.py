@@ -22,6 +22,7 @@ from shared.ops.status import FINAL, batch_status, crossed_tolerance, failed_ite
 from shared.store import ended
 from shared.store.storage import translated, write_json
 from sim.mutants.base import Mutant, scoped, swap
+from sim.replays import STRANDED
 
 NOTICED = "its completion notice came"  # the notices promise (`sim.promises.notices_delivered`)
 
@@ -184,8 +185,6 @@ MUTANTS = [
            "already final", _final_batch_replayed, family="lifecycle", expect="is stamped",
            invariant="a final stamp never changes and is the status route's (`sim.promises`)"),
     Mutant("replay-strands-chunk", "315b8a6 (issue 36 item 1)", "a replay that fails part-way keeps its claim, and "
-           "no replay takes a dead one's claim over", _replay_strands_chunk, family="lifecycle", expect="pending",
-           invariant="every accepted batch ends with nothing pending",
-           why="a replay's lane mark or send must fail (or its process die) between its claim and its send; none of "
-               "300 `lifecycle` seeds did. Plan: storage faults and refused sends aimed at replay steps"),
+           "no replay takes a dead one's claim over", _replay_strands_chunk, family="lifecycle", expect=STRANDED,
+           invariant="a replayed chunk is never stranded (`sim.replays`)"),
 ]  # fmt: skip

@@ -68,7 +68,5 @@ MUTANTS = [
            invariant='outcomes as the handler returned them (`sim.promises`)'),
     Mutant("discard-replaces-outcome", "7f03c52 (issue 36 item 2)", "a discard under a later attempt replaces a "
            "recorded outcome", _discard_replaces_outcome, expect=DISCARDED, family="lifecycle",
-           invariant='an item ends cancelled or expired only unrun (`sim.promises`)',
-           why="needs a drainer to die after a chunk's record and before its delete, then a cancel or the expiry before"
-               " the chunk returns"),
+           invariant='an item ends cancelled or expired only unrun (`sim.promises`)'),
 ]  # fmt: skip

@@ -41,6 +41,8 @@ CAUGHT = [
     ("keyed-retry-rings-nothing", 19),  # submit: a look after a 202
     ("final-batch-replayed", 5),  # lifecycle: a final stamp is the status route's (issue 36 item 12)
     ("sync-judged-before-the-pool", 26),  # lifecycle: no sync call past expires_at (issue 36 items 4, 13)
+    ("discard-replaces-outcome", 0),  # lifecycle: cancelled or expired only unrun (issue 36 item 2)
+    ("replay-strands-chunk", 17),  # lifecycle: a replayed chunk is never stranded (issue 36 item 1)
 ]
 # Rows once here whose seeds moved with the world's doors and the app's changes (none fails its old seed any
 # more, checked by hand: no-look-chain 2, receive-without-share 6, keyed-retry-rings-nothing 23 (now 19),
@@ -48,7 +50,13 @@ CAUGHT = [
 # they come back with the seeds `python -m sim.mutants` finds for them (RELIABILITY.md's table).
 # The promises of issue 37 item 2, each with a mutant that it alone catches: on its seed, every violation the mutant
 # brings names that promise.
-ALONE = ["transient-recorded-ok", "stamp-not-the-status", "retry-delay-in-seconds", "tolerance-judged-once"]
+ALONE = [
+    "transient-recorded-ok",
+    "stamp-not-the-status",
+    "retry-delay-in-seconds",
+    "tolerance-judged-once",
+    "discard-replaces-outcome",
+]
 BY_NAME = {m.name: m for m in MUTANTS}
 
 

@@ -1,0 +1,49 @@
+"""A replayed chunk is never stranded (issue 36 item 1), checked once the run is quiet.
+
+A replay marks a parked chunk's items `retrying` in their record (its claim, stamped `replay_claimed_ms`), then
+marks the lane and sends the chunk, the next generation, which records them again. A replay that fails between
+the claim and the send gives the claim back (the items are failed again, still parked and replayable); one whose
+process dies there leaves a claim that a later replay takes over once it is CLAIM_S old. So at the end of a run
+no record holds items retrying under a replay's claim with no record of the generation that carries them, unless
+a crash (or a storage fault on every request, which the claim's release may meet) came in the minute after the
+claim: that claim waits for a later replay's takeover, which these scenarios may not have.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.ops.replay_marks import CLAIMED_MS
+from sim.clock import EPOCH_S
+from sim.promises import records_of
+
+STRANDED = "a replayed chunk stranded"
+AFTER_CLAIM_S = 60.0  # a crash or an outage within this of a claim excuses the claim left behind
+
+World = Any  # `sim.world.World` (it imports the checks that call this)
+
+
+def never_stranded(world: World, batch_id: str) -> None:
+    records = list(records_of(world, batch_id))
+    carried = {(r.get("chunk"), r.get("gen")) for r in records}
+    for record in records:
+        claimed_ms, retrying = record.get(CLAIMED_MS), record.get("retrying")
+        if claimed_ms is None or not retrying or (record.get("chunk"), int(record.get("gen", 0)) + 1) in carried:
+            continue
+        at_s = int(claimed_ms) / 1000 - EPOCH_S
+        if _excused(world, at_s):
+            continue
+        world.violate(
+            f"batch {batch_id[:8]} chunk {record.get('chunk')}: items {retrying} marked retrying by a replay at "
+            f"{at_s:.0f} s and no record of the generation that carries them ({STRANDED})"
+        )
+
+
+def _excused(world: World, at_s: float) -> bool:
+    scenario = world.scenario
+    crashed = any(at_s - 5.0 <= c.at_s <= at_s + AFTER_CLAIM_S for c in scenario.crashes)
+    outage = any(
+        sp.op == "" and sp.kind != "slow" and sp.start_s <= at_s + AFTER_CLAIM_S and at_s <= sp.end_s
+        for sp in scenario.storage_spans
+    )
+    return crashed or outage
