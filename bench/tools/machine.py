@@ -42,7 +42,8 @@ def _output(argv: list[str]) -> str | None:
 
 def details() -> dict[str, Any]:
     azurite = json.loads((ROOT / "package.json").read_text()).get("devDependencies", {}).get("azurite")
-    dirty = _output(["git", "status", "--porcelain", "--untracked-files=no"])
+    # The run's own result files (bench/results) do not make the code it measured modified.
+    dirty = _output(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results"])
     return {
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),

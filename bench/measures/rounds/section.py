@@ -35,6 +35,9 @@ ATTEMPTS = [
     "receive, delete and rewrite (and, to stay like for like, the peers' and the raw loop's) now name one. About "
     "5% of a DeleteMessage's 550 us: below what an end-to-end figure resolves on this machine (median 551 us "
     "either way over 6 alternating batches of 400, spread 443-675 us).",
+    "**Load moves CPU per message too.** `34233d7ddf87` and `bd14f902decd` hold the same drain code: their "
+    "lines in the history differ (1.34 against 1.11 ms for the app, 0.94 against 0.79 for (a')) because the load "
+    "did (10.2 against 1.9 on 2 cores). Compare lines measured in the same rounds (`--before`), or at like loads.",
     "**What is left, and what would be needed.** Per message the app and (a') make the same receive share and the "
     "same DeleteMessage through the SDK, about 0.55 ms of CPU each (17 pipeline policies, each an awaited layer; "
     "XML and header parsing; shared-key signing); the app's own bookkeeping is now a small part of its CPU, and "
