@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 
+from shared.ops.replay_marks import CLAIM_S
 from sim.receiver import SECRET
 from sim.scenario import BASIC, FAMILIES, SIZES, Crash, Scenario, Span, Submit, draw_settings
 
@@ -131,7 +132,8 @@ def aim_at_lifecycle(scenario: Scenario) -> None:
     """Storage faults aimed at the lifecycle's seams, drawn apart (the scenario's other draws stay as they were):
     - chunk deletes failing for tens of seconds up to a cancel or an expiry: a chunk recorded then keeps its message,
       which comes back after its batch ended, and its discard meets a recorded outcome (issue 36 item 2);
-    - queue sends failing while a replay runs: a replay fails between its claim and its send (issue 36 item 1).
+    - queue sends failing while a replay runs: a replay fails between its claim and its send (issue 36 item 1);
+      sometimes its process dies then, and a replay of everything comes once its claim may be taken over.
     """
     rng = random.Random(f"aimed-{scenario.family}-{scenario.seed}")
     ends = [at for at, _ in scenario.api_cancels]
@@ -142,9 +144,14 @@ def aim_at_lifecycle(scenario: Scenario) -> None:
             start = max(0.0, at - rng.uniform(18.0, 40.0))
             scenario.storage_spans.append(Span(round(start, 3), round(at + rng.uniform(0.0, 1.0), 3), "5xx", 1.0,
                                                "queue DELETE"))  # fmt: skip
-    for at, _, _ in scenario.replays:
+    for at, _, _ in list(scenario.replays):
         if rng.random() < 0.5:
             scenario.storage_spans.append(Span(at, round(at + rng.uniform(20.0, 40.0), 3), "5xx", 1.0, "queue POST"))
+            if rng.random() < 0.5:  # the replay's process dies while its send waits out the failures
+                scenario.crashes.append(Crash(round(at + rng.uniform(1.0, 10.0), 3), 0, rng.uniform(5.0, 30.0)))
+                # and an operator replays everything once that dead replay's claim may be taken over
+                scenario.replays.append((round(at + CLAIM_S + rng.uniform(30.0, 120.0), 3), False, True))
+    scenario.crashes.sort(key=lambda c: c.at_s)
 
 
 def idle(scenario: Scenario, rng: random.Random, instances: int) -> None:

@@ -7,6 +7,11 @@ before the chunk is back takes it back (`release`), and a mark left by a replay 
 answer) is taken over by a later replay once it is CLAIM_S old (`claim`), instead of leaving the chunk parked and
 its items pending for good (issue 36 item 1). A takeover may send a chunk its dead replay had sent already: both
 copies record the same lineage, which counts once.
+
+A takeover acts only on a replay's claim: items a replay marked (listed under CLAIMED, stamped CLAIMED_MS), not
+items a transient failure left retrying for the next generation. And the carrier of a parked chunk is the record
+of its own lineage (chunk, its generation, its first position), not any record of that generation: the chunk's
+other items that were retrying go on as a follow-up of the same generation, which carries none of these.
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ from shared.store.storage import read_json, write_json
 log = logging.getLogger(__name__)
 
 MARK_ATTEMPTS = 5  # reads of a parent record that keeps changing under a replay before giving up
-CLAIM_S = 300  # a replay's mark older than this, with no record of the generation it carries, is taken over
+CLAIM_S = 300  # a replay's mark older than this, with no record of the lineage it carries, is taken over
 CLAIMED_MS = "replay_claimed_ms"  # in a record: when a replay last marked some of its items retrying (epoch ms)
+CLAIMED = "replay_claimed"  # in a record: the positions replays marked retrying (and did not give back)
 
 
 class Parent(Enum):
@@ -50,11 +56,11 @@ class Claim:
 
 async def claim(services: Services, header: envelope.ChunkHeader) -> tuple[Parent, Claim | None]:
     """Mark the chunk's items retrying in the parent generation's record, where they are failed (or held by a
-    replay's mark older than CLAIM_S with no record of the generation it sent): MARKED with the claim. The
-    record is rewritten where it is (over the version read), so it stays the newest of its lineage.
+    replay's claim older than CLAIM_S with no record of the lineage it sent): MARKED with the claim. The record
+    is rewritten where it is (over the version read), so it stays the newest of its lineage.
 
     SETTLED when the parent's records hold none of these items as failed and none as retrying without a record
-    of the generation that carries them: replaying would count them twice, and the parked copy is stale. A
+    of the lineage that carries them: replaying would count them twice, and the parked copy is stale. A
     concurrent change of the record (another replay, a redelivery) is met by reading it again; if it keeps
     changing, ReplayConflict, and the chunk stays parked."""
     positions = set(header.positions or [])
@@ -62,26 +68,28 @@ async def claim(services: Services, header: envelope.ChunkHeader) -> tuple[Paren
     for _ in range(MARK_ATTEMPTS):
         listed = results.newest(await list_entries(container, header.batch_id))
         parents = [e for e in listed if (e.chunk, e.gen) == (header.chunk, header.gen - 1)]
-        carried = any((e.chunk, e.gen) == (header.chunk, header.gen) for e in listed)
+        carried = any(e.key == carrier(header) for e in listed)
         now_ms = time.time_ns() // 1_000_000
+        held = False  # some of these items retrying, with no record of their carrier yet
         for entry in (e for e in parents if e.failed or (e.retrying and not carried)):
             try:
                 doc, etag = await read_json(container, entry.blob)
             except ResourceMissing:
+                held = held or bool(entry.retrying)
                 continue
             record = results.select(doc, entry)
             if record is None:
+                held = held or bool(entry.retrying)
                 continue
             moving = [f for f in record["failed"] if f["i"] in positions]
-            abandoned = (
-                not carried
-                and positions & set(record["retrying"])
-                and int(record.get(CLAIMED_MS, 0)) + CLAIM_S * 1000 < now_ms
-            )
+            retrying = positions & set(record["retrying"])
+            abandoned = not carried and bool(retrying) and retrying <= claimed(record) and stale(record, now_ms)
+            held = held or (bool(retrying) and not carried)
             if not moving and not abandoned:
                 continue
             record["failed"] = [f for f in record["failed"] if f["i"] not in positions]
             record["retrying"] = sorted(set(record["retrying"]) | {f["i"] for f in moving})
+            record[CLAIMED] = sorted(claimed(record) | {f["i"] for f in moving})
             record[CLAIMED_MS] = now_ms
             try:
                 await write_json(container, entry.blob, doc, etag=etag, metadata=results.blob_metadata(doc))
@@ -93,12 +101,30 @@ async def claim(services: Services, header: envelope.ChunkHeader) -> tuple[Paren
                             header.chunk, header.batch_id, CLAIM_S)  # fmt: skip
             return Parent.MARKED, Claim(entry, moving)
         else:
-            in_flight = any(e.retrying for e in parents) and not carried
-            return (Parent.UNSURE if not parents or in_flight else Parent.SETTLED), None
+            return (Parent.UNSURE if not parents or held else Parent.SETTLED), None
     raise ReplayConflict(
         f"the result record of chunk {header.chunk} of batch {header.batch_id} kept changing; replay it again",
         batch_id=header.batch_id,
     )
+
+
+def carrier(header: envelope.ChunkHeader) -> results.Key:
+    """The lineage whose record carries a parked chunk's items once it is replayed (its own, as the drain keys it:
+    chunk, generation, first position)."""
+    return header.chunk, header.gen, min(header.positions or [0])
+
+
+def claimed(record: dict[str, Any]) -> set[int]:
+    """The positions a replay's claim holds retrying in `record` (none without a claim; a claim stamped before
+    its positions were listed holds every item retrying)."""
+    if CLAIMED_MS not in record:
+        return set()
+    return set(record.get(CLAIMED, record["retrying"]))
+
+
+def stale(record: dict[str, Any], now_ms: int) -> bool:
+    """The replay's claim on `record` is older than CLAIM_S: its replay died, and another may take it over."""
+    return int(record[CLAIMED_MS]) + CLAIM_S * 1000 < now_ms
 
 
 async def release(services: Services, header: envelope.ChunkHeader, claimed: Claim) -> None:
@@ -116,6 +142,8 @@ async def release(services: Services, header: envelope.ChunkHeader, claimed: Cla
                 return
             back = [moved[i] for i in record["retrying"] if i in moved]
             record["retrying"] = [i for i in record["retrying"] if i not in moved]
+            if CLAIMED in record:
+                record[CLAIMED] = [i for i in record[CLAIMED] if i not in moved]
             record["failed"] = sorted([*record["failed"], *back], key=lambda f: int(f["i"]))
             try:
                 await write_json(container, claimed.entry.blob, doc, etag=etag, metadata=results.blob_metadata(doc))

@@ -107,6 +107,22 @@ async def mixed(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
     return ChunkResult(outcomes)
 
 
+async def mixed_once(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
+    """`mixed`, with `trans-*` failing on their first call whatever the message's attempt (a test that holds a
+    chunk back receives the others once)."""
+    outcomes = []
+    for item in items:
+        name = item_id(item)
+        calls[name] += 1
+        if name.startswith("perm-"):
+            outcomes.append(ItemOutcome.failure("permanently invalid", retryable=False))
+        elif name.startswith("trans-") and calls[name] == 1:
+            outcomes.append(ItemOutcome.failure("temporarily unavailable"))
+        else:
+            outcomes.append(ItemOutcome.success())
+    return ChunkResult(outcomes)
+
+
 async def blocking(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
     """Signals `entered`, then waits for `release` (a test cancels the drain meanwhile)."""
     for item in items:

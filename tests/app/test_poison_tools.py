@@ -468,6 +468,45 @@ async def test_a_replay_that_fails_part_way_leaves_a_state_a_later_replay_comple
     assert status["items"] == {"total": 40, "succeeded": 40, "failed": 0, "pending": 0}, status
 
 
+async def test_a_takeover_carries_the_parked_items_not_a_follow_up_of_the_same_generation(
+    configure, app_functions, monkeypatch
+):
+    """Issue 36 item 1's takeover. A chunk whose attempt parks one item (failed for good) and leaves another
+    retrying sends two chunks of the next generation: the parked copy and the follow-up. A replay that dies after
+    its claim leaves the parked item retrying under its claim; the follow-up's record, of the same generation,
+    does not carry it, so a later replay takes the claim over instead of deleting the parked copy as stale."""
+    from shared.engine import lane_queues
+    from shared.ops import replay_marks
+
+    publisher = RecordingPublisher()
+    services = configure(publisher=publisher, HANDLER="tests.app.handlers:mixed_once", CHUNK_MAX_ITEMS="5")
+    ids = [f"lead-{i}" for i in range(5)] + ["ok-5", "trans-6", "ok-7", "perm-8", "ok-9"]
+    done = await submit(
+        services, "\n".join(json.dumps({"id": i}) for i in ids).encode(), content_type="application/x-ndjson",
+        content_encoding=None, idempotency_key=None,
+    )  # fmt: skip
+    batch_id = str(done.manifest.batch_id)
+    held = await hold_first_chunk(services)  # the batch is not final: its parked chunk can be replayed
+    await drain_all(services)
+    status = await read_batch_status(services, batch_id)
+    assert status["items"] == {"total": 10, "succeeded": 4, "failed": 1, "pending": 5}, status  # trans-6 settled
+    services.handler = handlers.record  # the cause is fixed
+    failing(monkeypatch, lane_queues, "mark", after=0)  # the replay fails after its claim...
+    failing(monkeypatch, replay_marks, "write_json", after=1)  # ...and cannot take it back: it died there
+    code, answer = await post_replay(app_functions, {"batch_id": batch_id})
+    assert code == 503, answer
+    monkeypatch.undo()
+    assert (await read_batch_status(services, batch_id))["items"]["pending"] == 6, "a claim left behind"
+    monkeypatch.setattr(replay_marks, "CLAIM_S", 0)  # time passes
+    code, answer = await post_replay(app_functions, {"batch_id": batch_id})
+    assert (code, answer["replayed"]) == (200, 1), answer
+    await held.release()
+    await drain_all(services)
+    status = await read_batch_status(services, batch_id)
+    assert status["status"] == "completed", status
+    assert status["items"] == {"total": 10, "succeeded": 10, "failed": 0, "pending": 0}, status
+
+
 async def refused_send(*args: Any, **kwargs: Any) -> Any:
     """A queue's send that fails (a re-enqueue that storage refuses)."""
     from shared.core.errors import StorageUnavailable
