@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import base64
 import json
+import random
 import secrets
+import socket
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -61,6 +63,24 @@ class Receiver:
             status = self.statuses[min(len(self.got), len(self.statuses) - 1)]
             self.got.append(Received(path, headers, body, verified, status))
         return status
+
+
+# Below Linux's ephemeral range (32768-60999): no port the OS hands to a bind(0) (Azurite's, the broker's, the
+# hosts' of every xdist worker) can take it between the moment a module names it and the moment it listens.
+QUIET_PORTS = range(20_000, 32_000)
+
+
+def quiet_port() -> int:
+    """A port to name in a setting long before a receiver listens on it (a callback allow list is fixed when its
+    host starts): one no ephemeral bind can take, free now."""
+    while True:
+        port = random.randrange(QUIET_PORTS.start, QUIET_PORTS.stop)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
 
 
 @contextmanager

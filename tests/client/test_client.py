@@ -14,12 +14,11 @@ import pytest
 from queue_drain_client import AsyncClient, Client, ConnectionFailed, WaitTimeout
 from queue_drain_client.errors import LimitExceeded, MalformedRequest, NotFound, UnsupportedMediaType
 
-from devstack.procs import free_port
 from tests.faults.stack import Stack, started
-from tests.receiver import new_secret, receiving
+from tests.receiver import new_secret, quiet_port, receiving
 
 SECRET = new_secret()
-PORT = free_port()  # the receiver's: the callback allow list names origins (scheme, host, port)
+PORT = quiet_port()  # the receiver's: the callback allow list names origins (scheme, host, port)
 
 
 @pytest.fixture(scope="module")

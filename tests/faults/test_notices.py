@@ -15,16 +15,15 @@ from typing import Any
 
 import pytest
 
-from devstack.procs import free_port
 from tests.faults.stack import Stack, call, started, wait_until
-from tests.receiver import new_secret, receiving
+from tests.receiver import new_secret, quiet_port, receiving
 
 pytestmark = pytest.mark.faults
 
 SECRET = new_secret()
 RETRY_S = 6  # the first retry comes 3-6 s after a failed attempt (jittered over the upper half)
-PORT = free_port()  # the receivers' port: the one origin allowed, with CLOSED (where nothing listens)
-CLOSED = free_port()
+PORT = quiet_port()  # the receivers' port: the one origin allowed, with CLOSED (where nothing listens)
+CLOSED = quiet_port()
 
 
 @pytest.fixture(scope="module")
