@@ -84,6 +84,7 @@ async def test_failed_items_are_retried_alone_and_poisoned_after_max_dequeues(co
     assert set((await result_positions(services, batch_id)).values()) == {1}
 
 
+@pytest.mark.slow
 async def test_each_item_carries_a_stable_key_its_retries_repeat_so_a_downstream_applies_it_once(configure):
     # Issue 40 item 9: the context gives each item's position and `batch_id:position`, the same on a retried subset.
     services = configure(HANDLER="tests.app.handlers:keyed_downstream", CHUNK_MAX_ITEMS="10")
@@ -100,6 +101,7 @@ async def test_each_item_carries_a_stable_key_its_retries_repeat_so_a_downstream
     assert status["items"]["succeeded"] == 25
 
 
+@pytest.mark.slow
 async def test_a_chunk_enqueued_before_headers_carried_its_start_gets_the_same_keys(configure):
     # A chunk message without "o" (its start): the engine reads the start from the manifest instead.
     services = configure(HANDLER="tests.app.handlers:keyed_downstream", CHUNK_MAX_ITEMS="10")

@@ -121,6 +121,7 @@ async def export(services: Services, batch_id: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 async def test_a_chunk_handled_before_a_cancel_keeps_its_outcome_when_its_lost_delete_brings_it_back(configure):
     """Measured in the issue: `processing` {5 ok} became `cancelled` {0 ok, 10 cancelled}."""
     services = configure(CHUNK_MAX_ITEMS="5")
@@ -145,6 +146,7 @@ async def test_a_chunk_handled_before_a_cancel_keeps_its_outcome_when_its_lost_d
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 async def test_a_chunk_recorded_half_retrying_before_a_cancel_discards_only_the_items_it_left_retrying(configure):
     """Its update was lost too: the items it handled keep their outcome, those it left retrying are cancelled."""
     services = configure(CHUNK_MAX_ITEMS="5")
@@ -170,6 +172,7 @@ async def test_a_chunk_recorded_half_retrying_before_a_cancel_discards_only_the_
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 async def test_a_completed_batch_stays_completed_when_its_recorded_chunk_comes_back_after_its_deadline(configure):
     """Measured in the issue: a batch stamped `completed` {5 ok} turned `expired` {0 ok, 5 expired}."""
     services = configure(CHUNK_MAX_ITEMS="5")

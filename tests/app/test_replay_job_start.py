@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from azure.core.exceptions import ServiceResponseError
 from azure.core.pipeline.transport import AioHttpTransport
 
@@ -43,6 +44,7 @@ def answer_lost_once(monkeypatch: Any, method: str, path_part: str) -> list[str]
     return lost
 
 
+@pytest.mark.slow
 async def test_a_background_replay_whose_job_write_lost_its_answer_starts_once(configure, app_functions, monkeypatch):
     publisher = RecordingPublisher()
     services = configure(publisher=publisher)

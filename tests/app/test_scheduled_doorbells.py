@@ -42,6 +42,7 @@ async def keyed_submit(services: Services, start: datetime, key: str | None = "k
     return done.trigger
 
 
+@pytest.mark.slow
 async def test_a_keyed_retry_of_a_scheduled_batch_rings_at_its_start_not_at_once(configure, servicebus_service):
     services = configure(servicebus=servicebus_service.connection_string)
     start = datetime.now(timezone.utc) + timedelta(minutes=10)
