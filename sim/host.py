@@ -113,7 +113,7 @@ class SimHandler:
 
     def start(self, context: ChunkContext, kind: str, asked_s: float) -> Call:
         world = self.world
-        world.on_handler_start(self.instance, context)
+        world.sessions.on_handler_start(self.instance, context)
         call = Call(self.instance.name, context.batch_id, context.chunk, context.attempt, kind, asked_s,
                     world.loop.time())  # fmt: skip
         world.calls.append(call)
@@ -138,7 +138,7 @@ class SimHandler:
             call.ended_s = world.loop.time()
             return result
         finally:
-            world.on_handler_end(self.instance)
+            world.sessions.on_handler_end(self.instance)
 
 
 class SimSyncHandler(SimHandler):
@@ -157,7 +157,7 @@ class SimSyncHandler(SimHandler):
 
     def end(self, call: Call) -> None:
         call.ended_s = self.world.loop.time()
-        self.world.on_handler_end(self.instance)
+        self.world.sessions.on_handler_end(self.instance)
 
 
 class ThreadPool:
@@ -288,14 +288,14 @@ class Instance:
                 event = TriggerEvent.decode(delivery.body)
                 started = world.loop.time()
                 report = await asyncio.wait_for(route(services, event), FUNCTION_TIMEOUT_S)
-                world.on_session(self, event, report, world.loop.time() - started)
-                world.settle(self, delivery, count)
+                world.sessions.on_session(self, event, report, world.loop.time() - started)
+                world.sessions.settle(self, delivery, count)
             except MalformedEvent as e:
                 world.note(f"malformed event at {self.name}: {e}")
                 world.broker.abandon(delivery)
             except TimeoutError:
                 world.note(f"function timeout at {self.name}: the worker restarts")
-                world.spawn(world.restart(self, 5.0), "restart after timeout")
+                world.spawn(world.faults.restart(self, 5.0), "restart after timeout")
                 return
             except Exception as e:  # the host logs it and abandons the message, as the real trigger does
                 world.note(f"drain at {self.name} failed: {type(e).__name__}: {str(e)[:120]}")

@@ -90,7 +90,7 @@ async def tick(world: World, instance: Instance, services: Services) -> None:
         await asyncio.wait_for(body(), FUNCTION_TIMEOUT_S)
     except TimeoutError:
         world.note(f"function timeout at {instance.name} (timer)")
-        world.spawn(world.restart(instance, 5.0), "restart after timeout")
+        world.spawn(world.faults.restart(instance, 5.0), "restart after timeout")
     except Exception as e:
         world.note(f"timer at {instance.name} failed: {type(e).__name__}: {str(e)[:120]}")
 

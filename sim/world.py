@@ -9,6 +9,12 @@ the functions the API routes call, and, on one instance at a time, the fallback 
 task the instance started and drops its memory; its held messages return when their locks expire; it comes
 back as a fresh process later. A function that outlives `functionTimeout` ends its instance's worker, as the
 real host's restart does.
+
+This module owns the run: the world's parts and its records (`World.__init__`), the doors the scenario opens
+(`World.drive`), what the run waits for (`work_left`), and `run`. The rest is in rooms of their own, each
+joined here in one line: the faults (`sim.faults`), what the world sees of the host's work (`sim.sessions`),
+the doors (`sim.callers`, `sim.platform`), the invariants during the run (`sim.invariants.held_watched` and
+what it enters) and after it (`sim.checks.final_checks`), and what a run returns (`sim.outcome`).
 """
 
 from __future__ import annotations
@@ -17,17 +23,11 @@ import asyncio
 import contextvars
 import logging
 import random
-from collections.abc import Awaitable, Callable, Coroutine
-from concurrent.futures import Executor
-from dataclasses import dataclass
-from functools import partial
+from collections.abc import Awaitable, Coroutine
 from typing import Any
 
-from shared.batch import envelope
 from shared.core import layout
-from shared.core.events import TriggerEvent
 from shared.core.settings import Settings
-from shared.handlers import ChunkContext
 from shared.ops.notices import PREFIX as NOTICES
 from sim import callers, families, platform
 from sim import storage as simstorage
@@ -36,52 +36,18 @@ from sim.bus import Broker, BusWeather
 from sim.callers import routed
 from sim.checks import final_checks, json_of
 from sim.clock import EPOCH_S, patched
-from sim.host import FUNCTION_TIMEOUT_S, INSTANCE, Call, Instance, SimSyncHandler, environment
+from sim.faults import Faults
+from sim.host import INSTANCE, Call, Instance, environment
 from sim.invariants import Cancels, Looks, held_watched
 from sim.loop import SimLoop, Stalled
+from sim.outcome import Outcome, Violation
 from sim.receiver import Receiver, routed_notices
 from sim.scenario import BASIC, Scenario, Submit
+from sim.sessions import SESSION_MARGIN_S, Sessions
 
 log = logging.getLogger(__name__)
 
 SETTLE_S = 3600.0  # after the last fault, every accepted batch must complete within this
-SESSION_MARGIN_S = 60.0  # a drain session may run past DRAIN_BUDGET_S by finishing its chunks
-
-
-class Violation(AssertionError):
-    """An invariant broken during a run."""
-
-
-@dataclass
-class Outcome:
-    """What one run did, and what it broke."""
-
-    seed: int
-    scenario: Scenario
-    violations: list[str]
-    trace: list[str]
-    virtual_s: float
-    accepted: int
-    items: int
-    transactions: int
-    features: frozenset[str] = frozenset()  # the doors this seed opened (`sim.platform.FEATURES`)
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations
-
-    def report(self) -> str:
-        lines = [
-            f"seed {self.seed}: {'ok' if self.ok else 'FAILED'} ({self.virtual_s:.0f} virtual s, "
-            f"{self.accepted} batches / {self.items} items accepted, {self.transactions} storage transactions)"
-        ]
-        lines.append(self.scenario.describe())
-        if not self.ok:
-            lines.append("violations:")
-            lines.extend(f"  - {v}" for v in self.violations)
-            lines.append("schedule (last 60 events):")
-            lines.extend(f"  {t}" for t in self.trace[-60:])
-        return "\n".join(lines)
 
 
 class World:
@@ -92,9 +58,15 @@ class World:
         self.loop.set_task_factory(self._task_factory)
         self.settings = Settings.from_env(environment(scenario))
         self.account = Account()
-        self.server = simstorage.StorageServer(self.account, self.world_time, self.rng, observe=self.on_storage)
-        self.storage_weather = simstorage.StorageWeather(self.rng, fault=self.storage_fault, served=self.on_served)
-        self.bus_weather = BusWeather(down=self.bus_down, send_fault=self.send_fault, renewing=self.renewing)
+        self.faults = Faults(self)  # the scenario's fault plan, asked by the world's parts
+        self.sessions = Sessions(self)  # what the world sees of the host's work, checked as it goes
+        self.server = simstorage.StorageServer(
+            self.account, self.world_time, self.rng, observe=self.sessions.on_storage
+        )
+        self.storage_weather = simstorage.StorageWeather(self.rng, fault=self.faults.storage, served=self.on_served)
+        self.bus_weather = BusWeather(
+            down=self.faults.bus_down, send_fault=self.faults.send, renewing=self.faults.renewing
+        )
         self.broker: Broker
         self.instances = [Instance(self, f"i{n}", s) for n, s in enumerate(scenario.skews_s)]
         self.trace: list[str] = []
@@ -116,7 +88,7 @@ class World:
         self.receiver = Receiver(self)  # completion notices received: `receiver.received`
         self.features: set[str] = set()  # the doors this run opened (`sim.platform.FEATURES`)
         self.storage_log: list[tuple[float, str]] = []  # (virtual s, operation) of every storage request served
-        self.loop.offload = self.offload
+        self.loop.offload = self.sessions.offload
 
     # ---- plumbing -------------------------------------------------------------------------------------------
     def world_time(self) -> float:
@@ -144,134 +116,8 @@ class World:
     def now_s(self) -> float:
         return self.loop.time()
 
-    # ---- faults ---------------------------------------------------------------------------------------------
-    def storage_fault(self, operation: str) -> str | None:
-        now = self.loop.time()
-        for span in self.scenario.storage_spans:
-            if span.op in ("", operation) and span.start_s <= now < span.end_s and self.rng.random() < span.rate:
-                if span.kind == "slow":
-                    self.features.add("slow-storage")
-                return span.kind
-        return None
-
-    def send_fault(self) -> str | None:
-        now = self.loop.time()
-        for span in self.scenario.sends:
-            if span.start_s <= now < span.end_s:
-                self.features.add("send-refused" if span.kind == "refused" else "link-error")
-                return span.kind
-        return None
-
-    def renewing(self) -> bool:
-        """Whether the host renews the lock of a message it takes now (a lock taken in a span lapses after
-        LOCK_S while its function may still run)."""
-        now = self.loop.time()
-        renews = not any(s.start_s <= now < s.end_s for s in self.scenario.renewals)
-        if not renews:
-            self.features.add("renewal-lost")
-        return renews
-
     def on_served(self, operation: str) -> None:
         self.storage_log.append((self.loop.time(), operation))
-
-    def bus_down(self) -> bool:
-        now = self.loop.time()
-        return any(s.start_s <= now < s.end_s for s in self.scenario.bus_spans)
-
-    async def restart(self, instance: Instance, after_s: float) -> None:
-        instance.crash()
-        self.note(f"{instance.name} is down (its tasks cancelled, its memory gone)")
-        await asyncio.sleep(after_s)
-        instance.start()
-        self.note(f"{instance.name} started again (incarnation {instance.incarnation})")
-
-    # ---- observations ---------------------------------------------------------------------------------------
-    def on_storage(self, operation: str, instance_name: str | None, detail: Any) -> None:
-        """What the storage server did for whom: received chunk messages are remembered per instance, so a
-        handler call can be matched to the attempt its chunk came from."""
-        if operation == "QueueRead":
-            self.looks.on_read(detail)
-        elif operation == "GetMessages" and instance_name is not None:
-            for message_id, text in detail:
-                try:
-                    header = envelope.decode(text).header
-                except Exception as e:  # a poison copy or a foreign message: not a chunk this check is about
-                    log.debug("message %s is not a chunk: %s", message_id, e)
-                    continue
-                self.held.setdefault(instance_name, {})[message_id] = (header.batch_id, header.attempt, header.chunk)
-
-    def on_handler_start(self, instance: Instance, context: ChunkContext) -> None:
-        self.in_flight += 1
-        instance.in_flight += 1
-        self.cancels.on_handler_start(context.batch_id)
-        limit = self.settings.handler_max_in_flight
-        if limit and self.in_flight > limit:
-            self.violate(f"{self.in_flight} handler calls in flight, HANDLER_MAX_IN_FLIGHT is {limit}")
-        if context.batch_id in self.refused and not self.answers.get(context.batch_id, []).count(202):
-            self.violate(f"handler called for batch {context.batch_id[:8]}, whose submit was refused")
-        manifest = self.manifest(context.batch_id)
-        candidates = {
-            attempt
-            for (batch, attempt, chunk) in self.held.get(instance.name, {}).values()
-            if batch == context.batch_id and chunk == context.chunk
-        }
-        if manifest is None or manifest.get("state") != "accepted":
-            self.violate(
-                f"handler called for {context.batch_id[:8]}/{context.chunk} while its manifest is "
-                f"{None if manifest is None else manifest.get('state')}"
-            )
-        elif candidates and manifest.get("attempt") not in candidates:
-            self.violate(
-                f"handler called for {context.batch_id[:8]}/{context.chunk} of abandoned attempt "
-                f"{sorted(candidates)} (committed: {manifest.get('attempt')})"
-            )
-        self.note(f"{instance.name} handles {context.batch_id[:8]}/{context.chunk} (attempt {context.attempt})")
-
-    def on_handler_end(self, instance: Instance) -> None:
-        self.in_flight -= 1
-        instance.in_flight -= 1
-
-    def on_session(self, instance: Instance, event: TriggerEvent, report: Any, took_s: float) -> None:
-        self.note(
-            f"{instance.name} {event.reason.value} {event.queue}/{event.slot}: {report.outcome} in {took_s:.1f} s"
-        )
-        if report.outcome == "budget":
-            self.features.add("budget")
-        bound = self.settings.drain_budget_s + SESSION_MARGIN_S
-        began = self.loop.time() - took_s
-        # A session waits for its chunks in flight: one whose handler call hung ends with that call; with
-        # HANDLER_MAX_IN_FLIGHT set, a call hung anywhere holds its room, and the others wait for it too.
-        shared_room = bool(self.settings.handler_max_in_flight)
-        waited = any(
-            (shared_room or name == instance.name) and began - FUNCTION_TIMEOUT_S <= at for name, at in self.hangs
-        )
-        if took_s > bound and not waited:
-            self.violate(
-                f"{event.reason.value} session on {instance.name} took {took_s:.0f} s (budget + margin {bound:.0f} s)"
-            )
-
-    def offload(self, executor: Executor | None, func: Callable[..., Any]) -> asyncio.Future[Any] | None:
-        """A function the app hands to a thread: on an executor of its own (`shared.engine.sync_calls`: a thread
-        per call), a thread that starts after a latency; the user's sync handler sent to the default executor
-        (`asyncio.to_thread`), one of its instance's bounded threads; anything else inline."""
-        instance = INSTANCE.get()
-        if instance is None:
-            return None
-        if executor is not None:
-            return instance.pool.start(func)
-        handler = func.args[0] if isinstance(func, partial) and func.args else None  # to_thread's (ctx.run, f, ...)
-        return instance.pool.run(func) if isinstance(handler, SimSyncHandler) else None
-
-    def settle(self, instance: Instance, delivery: Any, count: int) -> None:
-        """Complete a trigger message after its function returned; the complete may fail (a fault of the scenario,
-        or its lock lapsed under failed renewals): the message is delivered again."""
-        if self.scenario.settle_fail and self.rng.random() < self.scenario.settle_fail:
-            self.features.add("settle-failed")
-            self.note(f"{instance.name}: completing its trigger message failed")
-            self.broker.settle_failed(delivery)
-        elif not self.broker.complete(delivery, count):
-            self.features.add("settle-failed")
-            self.note(f"{instance.name}: its trigger message's lock was lost before the complete")
 
     def manifest(self, batch_id: str) -> dict[str, Any] | None:
         blob = self.account.containers.get(self.settings.batches_container, {}).get(layout.manifest_blob(batch_id))
@@ -280,12 +126,6 @@ class World:
     # ---- the run --------------------------------------------------------------------------------------------
     def live(self) -> list[Instance]:
         return [i for i in self.instances if i.alive and i.services is not None]
-
-    async def crash_later(self, crash: Any) -> None:
-        await asyncio.sleep(crash.at_s)
-        instance = self.instances[crash.instance]
-        if instance.alive:
-            await self.restart(instance, crash.down_s)
 
     def work_left(self) -> int:
         """Chunk messages queued, and completion notices not yet delivered or given up on (a batch with a callback
@@ -320,7 +160,7 @@ class World:
             self.spawn(self._at(s.at_s, callers.submit(self, s)), f"client {s.label}") for s in self.scenario.submits
         ]
         for crash in self.scenario.crashes:
-            self.spawn(self.crash_later(crash), "crash")
+            self.spawn(self.faults.crash_later(crash), "crash")
         platform.start(self)
         self.spawn(self.looks.watch(), "looks")  # every partition holding messages looked at within its bound
         for at_s, n in self.scenario.cancels:
