@@ -4,7 +4,8 @@ A replay marks a parked chunk's items `retrying` in their record (its claim, sta
 marks the lane and sends the chunk, the next generation, which records them again. A replay that fails between
 the claim and the send gives the claim back (the items are failed again, still parked and replayable); one whose
 process dies there leaves a claim that a later replay takes over once it is CLAIM_S old. So at the end of a run
-no record holds items retrying under a replay's claim with no record of the generation that carries them, unless
+no record holds items retrying under a replay's claim with no record of the lineage that carries them (the parked
+chunk's own: its chunk, the next generation, its first position, as `shared.ops.replay_marks.carrier` keys it), unless
 a crash (or a storage fault on every request, which the claim's release may meet) came in the minute after the
 claim and no replay came once the claim was CLAIM_S old: that claim waits for a later replay's takeover.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.ops.replay_marks import CLAIM_S, CLAIMED_MS
+from shared.ops.replay_marks import CLAIM_S, CLAIMED, CLAIMED_MS
 from sim.clock import EPOCH_S
 from sim.promises import records_of
 
@@ -26,18 +27,33 @@ World = Any  # `sim.world.World` (it imports the checks that call this)
 
 def never_stranded(world: World, batch_id: str) -> None:
     records = list(records_of(world, batch_id))
-    carried = {(r.get("chunk"), r.get("gen")) for r in records}
+    lineages = {(r.get("chunk"), r.get("gen"), r.get("first")) for r in records}
     for record in records:
-        claimed_ms, retrying = record.get(CLAIMED_MS), record.get("retrying")
-        if claimed_ms is None or not retrying or (record.get("chunk"), int(record.get("gen", 0)) + 1) in carried:
+        claimed_ms, retrying = record.get(CLAIMED_MS), held(record)
+        if claimed_ms is None or not retrying or carrier(record, retrying) in lineages:
             continue
         at_s = int(claimed_ms) / 1000 - EPOCH_S
         if _excused(world, at_s):
             continue
         world.violate(
             f"batch {batch_id[:8]} chunk {record.get('chunk')}: items {retrying} marked retrying by a replay at "
-            f"{at_s:.0f} s and no record of the generation that carries them ({STRANDED})"
+            f"{at_s:.0f} s and no record of the lineage that carries them ({STRANDED})"
         )
+
+
+def held(record: dict[str, Any]) -> list[int]:
+    """The positions a replay's claim holds retrying in `record`: those it lists (`replay_claimed`), or, for a
+    claim stamped before the positions were listed, every item retrying."""
+    retrying = record.get("retrying") or []
+    return sorted(set(retrying) & set(record.get(CLAIMED, retrying)))
+
+
+def carrier(record: dict[str, Any], claimed: list[int]) -> tuple[Any, int, int]:
+    """The lineage whose record carries the parked chunk a replay claimed in `record`: the next generation of the
+    chunk, first position the parked chunk's own (the smallest it claimed). Not any record of that generation:
+    the chunk's items retrying after a transient failure go on as a follow-up of the same generation, which
+    carries none of the parked items."""
+    return record.get("chunk"), int(record.get("gen", 0)) + 1, min(claimed)
 
 
 def _excused(world: World, at_s: float) -> bool:
