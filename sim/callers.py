@@ -10,6 +10,7 @@ there is one set per process; here one per simulated instance).
 from __future__ import annotations
 
 import asyncio
+import base64
 import gzip
 import json
 import logging
@@ -20,6 +21,7 @@ from typing import Any
 
 from shared import api, runtime
 from shared.api import ApiResponse
+from shared.core.identity import OPERATOR_ROLE, PRINCIPAL_HEADER, TENANT_ROLE_PREFIX, TenantFrom
 from shared.core.settings import Settings
 from shared.ops.status import FINAL
 from shared.services import Services
@@ -93,6 +95,22 @@ async def on_instance(world: World, name: str, call: Callable[[], Awaitable[ApiR
     return instance, response
 
 
+def as_caller(world: World, tenant: str | None) -> dict[str, str]:
+    """The headers that make a request the tenant's (None: the operator's): with TENANT_FROM=principal, the
+    principal App Service Authentication sets (`shared.core.identity`); none for the one trusted caller."""
+    if world.settings.tenant_from is not TenantFrom.PRINCIPAL:
+        return {}
+    role = OPERATOR_ROLE if tenant is None else TENANT_ROLE_PREFIX + tenant
+    principal = {"auth_typ": "aad", "claims": [{"typ": "roles", "val": role}], "role_typ": "roles"}
+    return {PRINCIPAL_HEADER: base64.b64encode(json.dumps(principal).encode()).decode()}
+
+
+def owner(world: World, batch_id: str) -> dict[str, str]:
+    """The headers of the tenant whose submit made the batch."""
+    sub = world.labels.get(batch_id)
+    return as_caller(world, sub.tenant if sub is not None and sub.tenant else None)
+
+
 def submit_request(sub: Submit) -> tuple[bytes, dict[str, str], dict[str, str]]:
     """The body, lower-cased headers and query string a client sends for `sub`: JSON or NDJSON, gzip or not,
     each option as a header or a query parameter."""
@@ -128,6 +146,7 @@ def submit_request(sub: Submit) -> tuple[bytes, dict[str, str], dict[str, str]]:
 async def submit(world: World, sub: Submit) -> None:
     """A client's POST /api/batches, tried again (keyed) after no answer or a 5xx, on any live instance."""
     body, headers, params = submit_request(sub)
+    headers |= as_caller(world, sub.tenant or None)
     for attempt in range(1 + sub.retries):
         if not world.live():
             await asyncio.sleep(5.0)
@@ -167,13 +186,16 @@ async def poll(world: World, label: str, every_s: float, times: int) -> None:
         batch_id = batch_of(world, label)
         if batch_id is None:
             continue
-        got = await on_instance(world, f"GET /api/batches/{batch_id[:8]}", partial(api.batch_status, batch_id), n)
+        got = await on_instance(
+            world, f"GET /api/batches/{batch_id[:8]}", partial(api.batch_status, batch_id, owner(world, batch_id)), n
+        )
         if got is None:
             continue
         _, response = got
         world.features.add("status")
         if n % 3 == 2:
-            await on_instance(world, "GET /api/batches", lambda: api.batch_list({"limit": "5"}), n)
+            listing = partial(api.batch_list, {"limit": "5"}, owner(world, batch_id))
+            await on_instance(world, "GET /api/batches", listing, n)
         if response.status == 200 and response.body.get("status") in FINAL:
             await export(world, batch_id, page=1 + n % 4)
             return
@@ -184,7 +206,7 @@ async def export(world: World, batch_id: str, page: int) -> None:
     params: dict[str, str] = {"limit": str(page)}
     for _ in range(10_000):
         got = await on_instance(world, f"GET /api/batches/{batch_id[:8]}/results",
-                                lambda: api.batch_results(batch_id, dict(params)))  # fmt: skip
+                                lambda: api.batch_results(batch_id, dict(params), owner(world, batch_id)))  # fmt: skip
         if got is None or got[1].status != 200:
             return
         world.features.add("export")
@@ -203,7 +225,9 @@ async def cancel(world: World, at_s: float, label: str) -> None:
     if batch_id is None:
         world.note(f"cancel {label}: no batch id yet")
         return
-    got = await on_instance(world, f"POST /api/batches/{batch_id[:8]}/cancel", lambda: api.cancel_batch(batch_id))
+    got = await on_instance(
+        world, f"POST /api/batches/{batch_id[:8]}/cancel", lambda: api.cancel_batch(batch_id, owner(world, batch_id))
+    )
     if got is None or got[1].status not in (200, 202):
         world.note(f"cancel {label}: {None if got is None else got[1].status}")
         return

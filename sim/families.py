@@ -9,7 +9,12 @@
 - `idle`: many tenants' small batches, then hours with nothing to do, then another wave; storage calls that
   are slow (seconds) for spans;
 - `platform`: the host's lock renewals failing while functions run, settlements failing, Service Bus refusing
-  sends or dropping its link while deliveries go on, slow storage, sync handlers.
+  sends or dropping its link while deliveries go on, slow storage, sync handlers;
+- `replay`: tenants as callers (`TENANT_FROM=principal`) whose batches end with chunks parked (items failing past
+  MAX_DEQUEUE_COUNT, ended by a cancel, an expiry or their max_failed_fraction), then, once faults are over, one
+  replay after another through the API (`sim.replayers`): the operator's replay of everything page by page with a
+  small `limit` (sometimes paced), tenants replaying their own batch or another tenant's, and bodies that name
+  nothing (empty, `{}`, a null, options only), from the operator and from tenants.
 
 Every draw of a family comes from its own seeded `random.Random`, so a seed is the same scenario everywhere.
 """
@@ -20,7 +25,7 @@ import random
 
 from shared.ops.replay_marks import CLAIM_S
 from sim.receiver import SECRET
-from sim.scenario import BASIC, FAMILIES, SIZES, Crash, Scenario, Span, Submit, draw_settings
+from sim.scenario import BASIC, FAMILIES, SIZES, Crash, ReplayCall, Scenario, Span, Submit, draw_settings
 
 CALLBACK_SETTINGS = {
     "CALLBACK_ALLOWED_HOSTS": "receiver.sim",
@@ -29,6 +34,10 @@ CALLBACK_SETTINGS = {
     "CALLBACK_WINDOW_S": "3600",  # several timer periods: a notice whose attempt events are lost is swept again
 }
 LIFECYCLE_MODES = ("ok", "ok", "ok", "ok", "ok", "t1", "t2", "perm", "t6")  # t6: fails past MAX_DEQUEUE_COUNT
+PARKING_MODES = ("ok", "ok", "ok", "t1", "perm", "t6", "t6")
+# Replay bodies that name nothing (`sim.replayers.NAMING_NOTHING` has each body): a 400 for every caller.
+UNNAMED = ("empty", "blank", "{}", "batch_id-null", "message_ids-null", "all-null", "limit-only", "all-false",
+           "background-false")  # fmt: skip
 RECEIVER_KINDS = ("down", "slow", "failing", "duplicating")
 IDLE_S = (3600.0, 2 * 3600.0)
 
@@ -50,6 +59,8 @@ def draw(seed: int, *, faults: bool = True, family: str = "random") -> Scenario:
         lifecycle(scenario, rng, instances)
     elif family == "idle":
         idle(scenario, rng, instances)
+    elif family == "replay":
+        replays(scenario, rng, instances)
     else:
         platform(scenario, rng, instances)
     scenario.submits.sort(key=lambda s: s.at_s)
@@ -193,3 +204,33 @@ def platform(scenario: Scenario, rng: random.Random, instances: int) -> None:
         scenario.storage_spans.append(Span(sp.start_s, sp.end_s, "slow", rng.choice([0.2, 0.5, 1.0])))
     if rng.random() < 0.3:
         scenario.crashes.append(Crash(round(rng.uniform(1.0, 60.0), 3), rng.randrange(instances), rng.uniform(1, 30)))
+
+
+def replays(scenario: Scenario, rng: random.Random, instances: int) -> None:
+    scenario.settings["TENANT_FROM"] = "principal"
+    tenants = ["a", "b", "c"]
+    scenario.submits = submits(rng, scenario.seed, instances, rng.randint(3, 7), at=(0.0, 30.0), tenants=tenants,
+                               modes=PARKING_MODES, lifecycle=True)  # fmt: skip
+    sync_handler(scenario, rng, 0.3)
+    for _ in range(rng.choice([1, 1, 2])):  # cancelled once some of its chunks may have parked
+        sub = rng.choice(scenario.submits)
+        scenario.api_cancels.append((round(sub.at_s + rng.uniform(5.0, 90.0), 3), sub.label))
+    for sub in scenario.submits:
+        if rng.random() < 0.3:
+            scenario.polls.append((sub.label, float(rng.choice([5, 10])), 30))
+    if scenario.faults:
+        scenario.add_faults(rng, instances)  # within the first 80 s (crashes down for up to a minute)
+    calls: list[tuple[str, str, str]] = [("operator", "all", "")] * rng.choice([1, 1, 2])
+    calls += [(rng.choice(["operator", *tenants]), rng.choice(UNNAMED), "") for _ in range(rng.randint(2, 5))]
+    for _ in range(rng.randint(1, 3)):  # a tenant's own batch, or another tenant's (a 404)
+        sub = rng.choice(scenario.submits)
+        calls.append((sub.tenant if rng.random() < 0.7 else rng.choice(tenants), "batch", sub.label))
+    if rng.random() < 0.3:
+        calls.append((rng.choice(tenants), "all", ""))  # a tenant's replay of everything: a 403
+    rng.shuffle(calls)
+    at = rng.uniform(150.0, 250.0)
+    for who, what, label in calls:
+        limit = rng.choice([1, 1, 2, 3]) if what == "all" else rng.choice([None, 2])
+        rate = rng.choice([None, None, 0.2, 0.5]) if what == "all" else None
+        scenario.replay_calls.append(ReplayCall(round(at, 3), who, what, label, limit, rate))
+        at += rng.uniform(2.0, 15.0)

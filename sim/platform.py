@@ -18,7 +18,7 @@ from typing import Any
 from shared.ops import lifecycle, notice_sweep, reports
 from shared.services import Services
 from shared.watch import fallback
-from sim import callers
+from sim import callers, replayers
 from sim.host import FUNCTION_TIMEOUT_S, Instance
 
 # The world (`sim.world.World`) is passed in, not imported: it imports this module.
@@ -32,6 +32,8 @@ FEATURES = (
     "replay",  # a synchronous replay answered
     "replay-job",  # a background replay started
     "replayed",  # a replay put parked chunks back
+    "replay-past-limit",  # a synchronous replay met more parked chunks than its limit (set aside, left parked)
+    "replay-unnamed",  # a replay whose body names nothing (empty, {}, a null, options only) answered 400
     "notice",  # the receiver processed a completion notice
     "notice-retried",  # a notice attempt failed (receiver down, slow, failing or answer lost) and was retried
     "tolerance",  # a batch ended failed by its max_failed_fraction
@@ -61,6 +63,7 @@ def start(world: World) -> None:
         world.spawn(callers.poll(world, label, every_s, times), f"poll {label}")
     for at_s, background, whole in scenario.replays:
         world.spawn(callers.replay(world, at_s, background, whole), "replay")
+    replayers.start(world)
 
 
 async def timer(world: World) -> None:

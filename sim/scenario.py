@@ -25,7 +25,9 @@ MODES = ("ok", "ok", "ok", "ok", "ok", "t1", "t2", "perm")
 # `lifecycle`, `idle` and `platform` (`sim.families`) open the other doors: the API's options, callbacks to a
 # receiver that misbehaves, polls and exports, cancels and replays through the API, sync handlers, idle hours and
 # many tenants, slow storage, failed lock renewals and settlements, Service Bus refusing sends.
-FAMILIES = ("random", "submit", "limits", "volume", "priority", "storage", "lifecycle", "idle", "platform")
+# `replay` (`sim.families`) has tenants as callers (TENANT_FROM=principal): their batches end with chunks parked,
+# then the operator and the tenants replay through the API, page by page and with bodies that name nothing.
+FAMILIES = ("random", "submit", "limits", "volume", "priority", "storage", "lifecycle", "idle", "platform", "replay")
 BASIC = FAMILIES[:6]
 SIZES = (1, 2, 5, 9, 17)
 VOLUME_SIZES = (5000, 10000, 20000)
@@ -65,6 +67,21 @@ class Span:
 
 
 @dataclass(frozen=True)
+class ReplayCall:
+    """One POST /api/poison/replay of the `replay` family (`sim.replayers`), made in order, one at a time: by
+    `who` (a tenant's principal, or "operator"), of `what`: "all" (`{"all": true}`), "batch" (the batch of submit
+    `label`) or one of `sim.replayers.NAMING_NOTHING` (a body that names nothing: a 400 for everyone), with
+    `limit` and `rate` if given; "all" is called again while it answers `more: true`."""
+
+    at_s: float
+    who: str
+    what: str
+    label: str = ""
+    limit: int | None = None
+    rate: float | None = None
+
+
+@dataclass(frozen=True)
 class Crash:
     at_s: float
     instance: int
@@ -101,6 +118,7 @@ class Scenario:
     settle_fail: float = 0.0  # chance that completing a trigger message fails (its lock lost meanwhile)
     sends: list[Span] = field(default_factory=list)  # Service Bus sends "refused" or "link" errors; deliveries go on
     idle: list[Span] = field(default_factory=list)  # stretches with nothing to do (for the idle-cost check)
+    replay_calls: list[ReplayCall] = field(default_factory=list)  # the `replay` family's, in order
 
     @property
     def fault_end_s(self) -> float:
@@ -109,6 +127,7 @@ class Scenario:
         ends += [s.at_s for s in self.submits] + [at for at, _ in self.cancels]
         ends += [s.end_s for s in self.receiver + self.renewals + self.sends]
         ends += [at for at, _ in self.api_cancels] + [at for at, _, _ in self.replays]
+        ends += [r.at_s for r in self.replay_calls]
         return max(ends, default=0.0)
 
     @property
@@ -260,6 +279,8 @@ class Scenario:
         for at, background, whole in self.replays:
             out.append(f"  replay {'every batch' if whole else 'one batch'} at {at:.3f} s"
                        + (" in the background" if background else ""))  # fmt: skip
+        for r in self.replay_calls:
+            out.append(f"  replay {r.what} {r.label} by {r.who} at {r.at_s:.3f} s, limit {r.limit}, rate {r.rate}")
         for name, spans in (("receiver", self.receiver), ("lock renewals fail", self.renewals),
                             ("Service Bus sends", self.sends), ("idle", self.idle)):  # fmt: skip
             for sp in spans:

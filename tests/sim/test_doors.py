@@ -13,7 +13,7 @@ from sim.platform import FEATURES
 from sim.world import World, run
 
 ROOT = Path(__file__).resolve().parents[2]
-DOOR_SEEDS = [("lifecycle", 1), ("lifecycle", 3), ("idle", 1), ("platform", 0), ("platform", 2)]
+DOOR_SEEDS = [("lifecycle", 1), ("lifecycle", 3), ("idle", 1), ("platform", 0), ("platform", 2), ("replay", 1)]
 
 
 @pytest.mark.slow

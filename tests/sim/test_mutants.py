@@ -43,6 +43,8 @@ CAUGHT = [
     ("sync-judged-before-the-pool", 26),  # lifecycle: no sync call past expires_at (issue 36 items 4, 13)
     ("discard-replaces-outcome", 0),  # lifecycle: cancelled or expired only unrun (issue 36 item 2)
     ("replay-strands-chunk", 17),  # lifecycle: a replayed chunk is never stranded (issue 36 item 1)
+    ("closed-chunks-starve-replay", 0),  # replay: a synchronous replay makes progress (issue 36 item 5)
+    ("null-widens-replay", 2),  # replay: a replay takes only what it was asked for (issue 36 item 15)
 ]
 # Rows once here whose seeds moved with the world's doors and the app's changes (none fails its old seed any
 # more, checked by hand: no-look-chain 2, receive-without-share 6, keyed-retry-rings-nothing 23 (now 19),
@@ -56,6 +58,8 @@ ALONE = [
     "retry-delay-in-seconds",
     "tolerance-judged-once",
     "discard-replaces-outcome",
+    "closed-chunks-starve-replay",
+    "null-widens-replay",
 ]
 BY_NAME = {m.name: m for m in MUTANTS}
 
