@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.batch.lifecycle import tripped
-from shared.ops.notices import STALL_S
+from shared.ops.notices import STALL_S, notice_blob
 from sim.clock import EPOCH_S
 from sim.host import FUNCTION_TIMEOUT_S
 
@@ -167,8 +167,9 @@ def tolerated(world: World, batch_id: str, manifest: dict[str, Any], status: dic
 def notices_delivered(world: World, batch_id: str, manifest: dict[str, Any], status: dict[str, Any]) -> None:
     """A final batch that named a callback: every notice the receiver processed has a valid signature and states
     the batch's final status; at least one came, within `notice_bound_s` of the later of the batch's stamp and the
-    last fault of the run or of the receiver, unless the receiver was at fault after the batch was stamped (its
-    notice may then be given up at its deadline)."""
+    last fault of the run or of the receiver, unless the receiver was at fault after the batch was stamped, or its
+    window (CALLBACK_WINDOW_S) ended within that bound and at least one attempt was POSTed: the notice may then be
+    given up at its deadline. The batch is final from its stamp, or from when its notice was stored if earlier."""
     receiver = getattr(world, "receiver", None)
     if receiver is None or not manifest.get("callback_url"):
         return
@@ -182,12 +183,19 @@ def notices_delivered(world: World, batch_id: str, manifest: dict[str, Any], sta
             return
     stamped = manifest.get("finished_at")
     final_s = datetime.fromisoformat(stamped).timestamp() - EPOCH_S if stamped else world.now_s()
+    blob = world.account.containers.get(world.settings.state_container, {}).get(notice_blob(batch_id))
+    notice = _json(blob.data) if blob is not None else {}
+    if notice:  # stored as the batch became final, before its stamp (which a death can leave unwritten)
+        final_s = min(final_s, float(notice["created_s"]) - EPOCH_S)
     spans = getattr(world.scenario, "receiver", [])
     if any(span.end_s > final_s for span in spans):
         return  # the receiver was down, slow or failing since: a notice may be given up at its deadline
     lost_at = getattr(getattr(world, "promises", None), "lost_at", 0.0)  # a lost notice event waits for the timer
     due = max([final_s, last_fault_s(world, lost_at), *(span.end_s for span in spans)]) + notice_bound_s(world)
     first = min((r.at_s for r in got), default=None)
+    posted = any(p.batch_id == batch_id for p in getattr(receiver, "posts", []))
+    if notice.get("state") == "failed" and float(notice["deadline_s"]) - EPOCH_S < due and posted:
+        return  # its window ended within the bound (a short CALLBACK_WINDOW_S): given up after an attempt
     if first is None or first > due:
         when = "never" if first is None else f"only at {first:.0f} s"
         world.violate(
