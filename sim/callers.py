@@ -26,6 +26,7 @@ from shared.core.settings import Settings
 from shared.ops.status import FINAL
 from shared.services import Services
 from sim.host import INSTANCE, Instance
+from sim.receiver import words_kept
 from sim.scenario import Submit
 
 # The world (`sim.world.World`) is passed in, not imported: it imports this module.
@@ -92,6 +93,7 @@ async def on_instance(world: World, name: str, call: Callable[[], Awaitable[ApiR
         return None
     if response.status == 500:  # an exception the API's error mapping did not expect
         world.violate(f"{name} on {instance.name} answered 500: {dict(response.body)}")
+    words_kept(world, name, response)  # never the notice receiver's words (issue 36 item 14)
     return instance, response
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import random
 
 from shared.ops.replay_marks import CLAIM_S
+from sim import notice_drills
 from sim.receiver import SECRET
 from sim.scenario import BASIC, FAMILIES, SIZES, Crash, ReplayCall, Scenario, Span, Submit, draw_settings
 
@@ -137,6 +138,7 @@ def lifecycle(scenario: Scenario, rng: random.Random, instances: int) -> None:
     if scenario.faults:
         scenario.add_faults(rng, instances)
         aim_at_lifecycle(scenario)
+    notice_drills.aim(scenario)  # for some seeds, from a rng of its own
 
 
 def aim_at_lifecycle(scenario: Scenario) -> None:

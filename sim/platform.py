@@ -18,7 +18,7 @@ from typing import Any
 from shared.ops import lifecycle, notice_sweep, reports
 from shared.services import Services
 from shared.watch import fallback
-from sim import callers, replayers
+from sim import callers, notice_drills, replayers
 from sim.host import FUNCTION_TIMEOUT_S, Instance
 
 # The world (`sim.world.World`) is passed in, not imported: it imports this module.
@@ -36,6 +36,8 @@ FEATURES = (
     "replay-unnamed",  # a replay whose body names nothing (empty, {}, a null, options only) answered 400
     "notice",  # the receiver processed a completion notice
     "notice-retried",  # a notice attempt failed (receiver down, slow, failing or answer lost) and was retried
+    "notice-killed",  # the notice drill killed an instance during a notice attempt (`sim.notice_drills`)
+    "callback-refused",  # a submit naming another port or scheme of the allowed callback host was refused
     "tolerance",  # a batch ended failed by its max_failed_fraction
     "schedule",  # a batch with a not_before in the future was accepted
     "expiry",  # items of a batch ended expired
@@ -64,6 +66,7 @@ def start(world: World) -> None:
     for at_s, background, whole in scenario.replays:
         world.spawn(callers.replay(world, at_s, background, whole), "replay")
     replayers.start(world)
+    notice_drills.start(world)
 
 
 async def timer(world: World) -> None:

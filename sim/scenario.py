@@ -119,6 +119,7 @@ class Scenario:
     sends: list[Span] = field(default_factory=list)  # Service Bus sends "refused" or "link" errors; deliveries go on
     idle: list[Span] = field(default_factory=list)  # stretches with nothing to do (for the idle-cost check)
     replay_calls: list[ReplayCall] = field(default_factory=list)  # the `replay` family's, in order
+    drill: Any = None  # the notice drill of some lifecycle seeds (`sim.notice_drills.Drill`)
 
     @property
     def fault_end_s(self) -> float:
@@ -285,6 +286,7 @@ class Scenario:
                             ("Service Bus sends", self.sends), ("idle", self.idle)):  # fmt: skip
             for sp in spans:
                 out.append(f"  {name} {sp.kind} from {sp.start_s:.3f} s to {sp.end_s:.3f} s")
+        out.extend([self.drill.describe()] if self.drill is not None else [])
         return out
 
 

@@ -8,7 +8,8 @@ One module per family of defects, each beside the invariant that guards against 
 of uncommitted or replaced attempts, what a submit answers), `looks` (the look bound), `engine` (held messages,
 handler limits, high starts, time, errors), `reports` (the status route, the batch list, the export), `costs`
 (storage transactions), `lifecycle` (cancel, expiry, stamps, notices, replay), `outcomes` (what an item ends
-as), `replaying` (what a replay promises its caller). `runner` hunts the seeds.
+as), `replaying` (what a replay promises its caller), `notices` (notice attempts, the callback allow list, what
+the status route shows of a failed attempt). `runner` hunts the seeds.
 
 A defect this cannot catch is in the table too, with why (a path the simulated world never takes, a fault it
 does not model). A fix that cannot be put back as a patch of today's code has no mutant.
@@ -16,7 +17,7 @@ does not model). A fix that cannot be put back as a patch of today's code has no
 
 from __future__ import annotations
 
-from sim.mutants import admission, costs, engine, lifecycle, looks, outcomes, replaying, reports
+from sim.mutants import admission, costs, engine, lifecycle, looks, notices, outcomes, replaying, reports
 from sim.mutants.base import Mutant
 
 MUTANTS: list[Mutant] = [
@@ -28,6 +29,7 @@ MUTANTS: list[Mutant] = [
     *lifecycle.MUTANTS,
     *outcomes.MUTANTS,
     *replaying.MUTANTS,
+    *notices.MUTANTS,
 ]
 
 __all__ = ["MUTANTS", "Mutant"]

@@ -12,6 +12,7 @@ import pytest
 
 from shared.batch import results
 from shared.batch.verdicts import CommittedAttempts
+from shared.core import webhooks
 from shared.core.lanes import LaneOrder
 from shared.engine import chunks, drainer, lane_watch, settling, wakeups
 from shared.engine.chunks import ChunkWork
@@ -22,7 +23,7 @@ from shared.engine.limits import HandlerLimits
 from shared.engine.settling import Settler
 from shared.engine.wakeups import Wakeups
 from shared.intake import submit
-from shared.ops import lifecycle, notice_sweep, progress, status
+from shared.ops import lifecycle, notice_sweep, notices, progress, status
 from shared.store import leases
 from shared.watch import fallback, lookout
 from sim.mutants import MUTANTS, Mutant
@@ -90,7 +91,8 @@ def test_today_s_code_passes_those_seeds(family: str, seed: int) -> None:
 def _attributes() -> dict[tuple[str, str], Any]:
     owners: list[Any] = [drainer, Drainer, HeldMessages, LaneOrder, FairSlots, HandlerLimits, wakeups, Wakeups, submit,
                          progress, status, lifecycle, lookout, lookout.Chain, fallback, lane_watch, results, chunks,
-                         ChunkWork, settling, Settler, leases, CommittedAttempts, notice_sweep]  # fmt: skip
+                         ChunkWork, settling, Settler, leases, CommittedAttempts, notice_sweep, notices,
+                         webhooks]  # fmt: skip
     return {(repr(owner), name): value for owner in owners for name, value in vars(owner).items()}
 
 
