@@ -11,6 +11,7 @@ from shared.ops.status import FINAL
 from sim import promises, replays
 
 VOLUME_TX_PER_1000 = 30.0  # see transactions_bounded
+VOLUME_TX_PER_RUN = 100  # what a run pays whatever its items (see transactions_bounded)
 
 # The world (`sim.world.World`) is passed in, not imported: it imports this module.
 World = Any
@@ -105,17 +106,26 @@ async def export_agrees(self: World, services: Any, batch_id: str, status: dict[
 
 
 def transactions_bounded(self: World) -> None:
-    """A `volume` run (no faults, default chunk size, one lane): storage transactions per 1,000 items within
-    VOLUME_TX_PER_1000. BENCHMARKS.md section 1 measures 8.3 over a 200,000-item backlog, about 2 per chunk of
-    250 plus fixed costs; these runs of 25,000-55,000 items in a minute also pay queue and container creation,
-    leases and looks at a 5 s floor (about 400-500 transactions, 8-15 per 1,000 at these sizes): measured 16-23.
-    The bound leaves a margin over that, and a defect costing one transaction more per chunk adds 4, per item
-    1,000."""
+    """A `volume` run (no faults, default chunk size, one lane): storage transactions within VOLUME_TX_PER_RUN plus
+    VOLUME_TX_PER_1000 per 1,000 items. README's 9.00 per 1,000 items is a 200,000-item backlog at the default
+    settings: about 2 a chunk of 250 (its PutMessage and DeleteMessage, its share of a page and of a result blob),
+    the rest spread thin. These runs hold 10,000-140,000 items (2-7 batches of 5,000-20,000) under drawn settings,
+    and pay what does not grow with their items: up to 3 instances each creating its containers and queues, a
+    lease and a lane listing per drain session, looks at a 5 s floor, and, with a handler limit set, every leasing
+    drainer's count of its claim each second (`shared.engine.limits`). Measured (seeds 0-59): 16-28 per 1,000
+    items, but 33.9 for seed 26, the smallest draw (10,000 items) with the costliest settings (3 instances, 2
+    partitions, 3 drainers each, HANDLER_MAX_IN_FLIGHT 2): 339 transactions, about 100 of them by its 40 chunks and
+    240 by the run (creates 21, the limit's counts 58, leases 24, looks 30, lane listings and marks 50); the same
+    seed cost 34.3 when the bound came in (91a5bd2), so no regression. A defect costing one transaction more per
+    chunk adds 4 per 1,000 items, per item 1,000."""
     if self.scenario.family != "volume" or not self.accepted_items:
         return
-    per_1000 = self.run_transactions / self.accepted_items * 1000
+    per_1000 = (self.run_transactions - VOLUME_TX_PER_RUN) / self.accepted_items * 1000
     if per_1000 > VOLUME_TX_PER_1000:
-        self.violate(f"{per_1000:.1f} storage transactions per 1,000 items (bound {VOLUME_TX_PER_1000})")
+        self.violate(
+            f"{per_1000:.1f} storage transactions per 1,000 items past the run's own {VOLUME_TX_PER_RUN} "
+            f"(bound {VOLUME_TX_PER_1000}; {self.run_transactions} for {self.accepted_items} items)"
+        )
 
 
 def tries(self: World, batch_id: str) -> int:
