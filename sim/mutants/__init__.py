@@ -7,9 +7,10 @@ it) and the invariant that failed, or that none did within its seed budget.
 One module per family of defects, each beside the invariant that guards against them: `admission` (handler calls
 of uncommitted or replaced attempts, what a submit answers), `looks` (the look bound), `engine` (held messages,
 handler limits, high starts, time, errors), `reports` (the status route, the batch list, the export), `costs`
-(storage transactions), `lifecycle` (cancel, expiry, stamps, notices, replay), `outcomes` (what an item ends
-as), `replaying` (what a replay promises its caller), `notices` (notice attempts, the callback allow list, what
-the status route shows of a failed attempt). `runner` hunts the seeds.
+(storage transactions), `idle` (what an idle app costs), `lifecycle` (cancel, expiry, stamps, notices, replay),
+`outcomes` (what an item ends as), `replaying` (what a replay promises its caller), `notices` (notice attempts, the
+callback allow list, what the status route shows of a failed attempt), `carriers` (a replay's carrier), `records`
+(a record's positions). `runner` hunts the seeds.
 
 A defect this cannot catch is in the table too, with why (a path the simulated world never takes, a fault it
 does not model). A fix that cannot be put back as a patch of today's code has no mutant.
@@ -17,7 +18,20 @@ does not model). A fix that cannot be put back as a patch of today's code has no
 
 from __future__ import annotations
 
-from sim.mutants import admission, costs, engine, lifecycle, looks, notices, outcomes, replaying, reports
+from sim.mutants import (
+    admission,
+    carriers,
+    costs,
+    engine,
+    idle,
+    lifecycle,
+    looks,
+    notices,
+    outcomes,
+    records,
+    replaying,
+    reports,
+)
 from sim.mutants.base import Mutant
 
 MUTANTS: list[Mutant] = [
@@ -30,6 +44,9 @@ MUTANTS: list[Mutant] = [
     *outcomes.MUTANTS,
     *replaying.MUTANTS,
     *notices.MUTANTS,
+    *idle.MUTANTS,
+    *carriers.MUTANTS,
+    *records.MUTANTS,
 ]
 
 __all__ = ["MUTANTS", "Mutant"]

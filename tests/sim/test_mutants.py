@@ -23,7 +23,7 @@ from shared.engine.limits import HandlerLimits
 from shared.engine.settling import Settler
 from shared.engine.wakeups import Wakeups
 from shared.intake import submit
-from shared.ops import lifecycle, notice_sweep, notices, progress, status
+from shared.ops import lifecycle, notice_sweep, notices, progress, replay_marks, status
 from shared.store import leases
 from shared.watch import fallback, lookout
 from sim.mutants import MUTANTS, Mutant
@@ -50,6 +50,8 @@ CAUGHT = [
     ("notice-redelivered-past-the-deadline", 1),  # lifecycle: no attempt but the first past the deadline (item 10)
     ("callback-allowed-by-host", 0),  # lifecycle: no submit or POST to another origin (issue 36 item 14)
     ("notice-error-shown-raw", 1),  # lifecycle: no API answer carries the receiver's words (issue 36 item 14)
+    ("lane-depths-every-tick", 0),  # idle: storage transactions an hour while idle within the README's budget
+    ("discard-names-batch-positions", 31),  # lifecycle: a record holds only its chunk's positions
 ]
 # Rows once here whose seeds moved with the world's doors and the app's changes (none fails its old seed any
 # more, checked by hand: no-look-chain 2, receive-without-share 6, keyed-retry-rings-nothing 23 (now 19),
@@ -69,6 +71,8 @@ ALONE = [
     "notice-redelivered-past-the-deadline",
     "callback-allowed-by-host",
     "notice-error-shown-raw",
+    "lane-depths-every-tick",
+    "discard-names-batch-positions",
 ]
 BY_NAME = {m.name: m for m in MUTANTS}
 # Rows whose runs take seconds each (hundreds of virtual seconds of notice retries): in `make test`, not test-fast.
@@ -108,7 +112,7 @@ def _attributes() -> dict[tuple[str, str], Any]:
     owners: list[Any] = [drainer, Drainer, HeldMessages, LaneOrder, FairSlots, HandlerLimits, wakeups, Wakeups, submit,
                          progress, status, lifecycle, lookout, lookout.Chain, fallback, lane_watch, results, chunks,
                          ChunkWork, settling, Settler, leases, CommittedAttempts, notice_sweep, notices,
-                         webhooks]  # fmt: skip
+                         webhooks, replay_marks]  # fmt: skip
     return {(repr(owner), name): value for owner in owners for name, value in vars(owner).items()}
 
 
