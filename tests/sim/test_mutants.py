@@ -52,6 +52,7 @@ CAUGHT = [
     ("notice-error-shown-raw", 1),  # lifecycle: no API answer carries the receiver's words (issue 36 item 14)
     ("lane-depths-every-tick", 0),  # idle: storage transactions an hour while idle within the README's budget
     ("discard-names-batch-positions", 31),  # lifecycle: a record holds only its chunk's positions
+    ("carrier-any-of-the-generation", 127),  # lifecycle: never stranded, the carrier keyed as the app keys it
 ]
 # Rows once here whose seeds moved with the world's doors and the app's changes (none fails its old seed any
 # more, checked by hand: no-look-chain 2, receive-without-share 6, keyed-retry-rings-nothing 23 (now 19),
@@ -77,7 +78,7 @@ ALONE = [
 BY_NAME = {m.name: m for m in MUTANTS}
 # Rows whose runs take seconds each (hundreds of virtual seconds of notice retries): in `make test`, not test-fast.
 SLOW = {"notice-claim-held-for-the-delay", "notice-redelivered-past-the-deadline", "callback-allowed-by-host",
-        "notice-error-shown-raw"}  # fmt: skip
+        "notice-error-shown-raw", "carrier-any-of-the-generation"}  # fmt: skip
 
 
 def _params(rows: list[tuple[str, int]], slow: set[tuple[str, int]]) -> list[Any]:
