@@ -105,7 +105,8 @@ class Reply:
 
 
 Observer = Callable[[str, "str | None", Any], None]  # (operation, instance, detail)
-Fault = Callable[[str], str | None]  # operation -> None (served), "5xx", "timeout" or "lost" (applied, no answer)
+# operation -> None (served), "5xx", "timeout", "slow" or "late" (answered seconds late), "lost" (applied, no answer)
+Fault = Callable[[str], str | None]
 
 
 class ServerBase:
@@ -119,6 +120,7 @@ class ServerBase:
         self.observe = observe
         self._etag = 0
         self.caller: str | None = None  # the instance whose request is being served (for `observe`)
+        self.list_max = LIST_MAX  # a blob listing's page when the client names none (smaller: `sim.costs.scaled`)
 
     def _new_etag(self) -> str:
         self._etag += 1

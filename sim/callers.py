@@ -25,6 +25,8 @@ from shared.core.identity import OPERATOR_ROLE, PRINCIPAL_HEADER, TENANT_ROLE_PR
 from shared.core.settings import Settings
 from shared.ops.status import FINAL
 from shared.services import Services
+from sim import cost_promises
+from sim.charges import Spent, charged
 from sim.host import INSTANCE, Instance
 from sim.receiver import words_kept
 from sim.scenario import Submit
@@ -65,9 +67,9 @@ def routed() -> Iterator[None]:
 
 
 async def on_instance(world: World, name: str, call: Callable[[], Awaitable[ApiResponse]],
-                      pick: int = 0) -> tuple[Instance, ApiResponse] | None:  # fmt: skip
+                      pick: int = 0, spent: Spent | None = None) -> tuple[Instance, ApiResponse] | None:  # fmt: skip
     """One request on a live instance (the `pick`th, wrapping): its answer, or None if none came (no instance
-    alive, the instance crashed, or no answer within ANSWER_WAIT_S)."""
+    alive, the instance crashed, or no answer within ANSWER_WAIT_S). Its storage requests go to `spent`."""
     candidates = world.live()
     if not candidates:
         return None
@@ -76,7 +78,8 @@ async def on_instance(world: World, name: str, call: Callable[[], Awaitable[ApiR
 
     async def run() -> None:
         try:
-            response = await call()
+            with charged(spent):
+                response = await call()
         except BaseException as e:
             if not done.done():
                 done.set_exception(asyncio.CancelledError() if isinstance(e, asyncio.CancelledError) else e)
@@ -219,17 +222,50 @@ async def export(world: World, batch_id: str, page: int) -> None:
         params["continuation"] = token
 
 
-async def cancel(world: World, at_s: float, label: str) -> None:
-    """POST /api/batches/{id}/cancel once the batch's submit answered; the answer's time starts the cancel bound
-    (`sim.invariants.Cancels.answered`)."""
+async def read_pages(world: World, at_s: float, label: str, limit: int, start: int, count: int) -> None:
+    """A client reading `count` pages of `limit` result lines of its batch from position `start` on (the
+    continuation is the next position) once the batch is final, each page held to its stated cost."""
+    await asyncio.sleep(at_s)
+    for _ in range(600):
+        batch_id = batch_of(world, label)
+        asked = batch_id and partial(api.batch_status, batch_id, owner(world, batch_id))
+        status = asked and await on_instance(world, "GET status", asked)
+        if status and status[1].status == 200 and status[1].body.get("status") in FINAL:
+            break
+        await asyncio.sleep(5.0)
+    else:
+        return
+    assert batch_id is not None
+    params = {"limit": str(limit), "continuation": str(min(start, (world.manifest(batch_id) or {}).get("items", 0)))}
+    for _ in range(count):
+        spent, began = Spent("results page"), world.now_s()
+        got = await on_instance(world, f"GET /api/batches/{batch_id[:8]}/results",
+                                lambda: api.batch_results(batch_id, dict(params), owner(world, batch_id)),
+                                spent=spent)  # fmt: skip
+        if got is None or got[1].status != 200:
+            return
+        cost_promises.page_cost(world, spent, batch_id, int(params["continuation"]), limit, got[1], began)
+        world.features.add("export")
+        token = got[1].headers.get("X-Continuation")
+        if token is None:
+            return
+        world.features.add("export-continued")
+        params["continuation"] = token
+
+
+async def cancel(world: World, at_s: float, label: str, pick: int = 0) -> None:
+    """POST /api/batches/{id}/cancel once the batch's submit answered, on the `pick`th live instance; the answer's
+    time starts the cancel bound (`sim.invariants.Cancels.answered`)."""
     await asyncio.sleep(at_s)
     batch_id = batch_of(world, label)
     if batch_id is None:
         world.note(f"cancel {label}: no batch id yet")
         return
-    got = await on_instance(
-        world, f"POST /api/batches/{batch_id[:8]}/cancel", lambda: api.cancel_batch(batch_id, owner(world, batch_id))
-    )
+    spent, began = Spent("cancel"), world.now_s()
+    got = await on_instance(world, f"POST /api/batches/{batch_id[:8]}/cancel",
+                            lambda: api.cancel_batch(batch_id, owner(world, batch_id)), pick, spent)  # fmt: skip
+    if got is not None and got[1].status in (200, 202):
+        cost_promises.cancel_cost(world, spent, batch_id, began)
     if got is None or got[1].status not in (200, 202):
         world.note(f"cancel {label}: {None if got is None else got[1].status}")
         return

@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 
 from shared.ops.replay_marks import CLAIM_S
-from sim import notice_drills
+from sim import history, notice_drills
 from sim.receiver import SECRET
 from sim.scenario import BASIC, FAMILIES, SIZES, Crash, ReplayCall, Scenario, Span, Submit, draw_settings
 
@@ -62,6 +62,8 @@ def draw(seed: int, *, faults: bool = True, family: str = "random") -> Scenario:
         idle(scenario, rng, instances)
     elif family == "replay":
         replays(scenario, rng, instances)
+    elif family == "history":
+        history.history(scenario, rng, instances, submits)
     else:
         platform(scenario, rng, instances)
     scenario.submits.sort(key=lambda s: s.at_s)

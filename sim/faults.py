@@ -26,8 +26,8 @@ class Faults:
         now = world.loop.time()
         spans: list[Span] = world.scenario.storage_spans
         for span in spans:
-            if span.op in ("", operation) and span.start_s <= now < span.end_s and world.rng.random() < span.rate:
-                if span.kind == "slow":
+            if operation.startswith(span.op) and span.start_s <= now < span.end_s and world.rng.random() < span.rate:
+                if span.kind in ("slow", "late"):
                     world.features.add("slow-storage")
                 return span.kind
         return None

@@ -53,6 +53,8 @@ from shared.engine.drainer import Drainer
 from shared.engine.fair_slots import FairSlots
 from shared.ops import lifecycle
 from shared.store import ended
+from sim.cost_promises import look_cost
+from sim.costs import looks_charged
 from sim.loop import Stalled
 from sim.promises import Promises, incidents_watched
 
@@ -207,6 +209,7 @@ def held_watched(world: World) -> Iterator[None]:
             time_watched(world),
             errors_watched(world),
             incidents_watched(world),
+            looks_charged(world, look_cost),  # each look at the ended batches held to its cost (`sim.costs`)
         ):
             world.promises = Promises(world)  # stamps and liveness (`sim.promises`); the rest after the run
             world.spawn(world.promises.watch(), "promises")

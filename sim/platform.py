@@ -18,7 +18,7 @@ from typing import Any
 from shared.ops import lifecycle, notice_sweep, reports
 from shared.services import Services
 from shared.watch import fallback
-from sim import callers, notice_drills, replayers
+from sim import callers, costs, notice_drills, replayers
 from sim.host import FUNCTION_TIMEOUT_S, Instance
 
 # The world (`sim.world.World`) is passed in, not imported: it imports this module.
@@ -50,23 +50,27 @@ FEATURES = (
     "settle-failed",  # completing a trigger message failed
     "send-refused",  # Service Bus refused a send while delivering
     "link-error",  # the publisher's link dropped during a send
+    "history",  # a cancel answered over a week of ended markers in storage (`sim.costs`)
 )
 
 
 def start(world: World) -> None:
     """The timer, the renewal failures and the scenario's clients."""
     scenario = world.scenario
+    costs.start(world)  # the listing page and the history in storage, before anything runs
     world.spawn(timer(world), "timer")
     for span in scenario.renewals:
         world.spawn(renewals_fail(world, span.start_s), "renewals fail")
     for at_s, label in scenario.api_cancels:
-        world.spawn(callers.cancel(world, at_s, label), f"cancel {label}")
+        world.spawn(callers.cancel(world, at_s, label, scenario.cancel_on.get(label, 0)), f"cancel {label}")
     for label, every_s, times in scenario.polls:
         world.spawn(callers.poll(world, label, every_s, times), f"poll {label}")
     for at_s, background, whole in scenario.replays:
         world.spawn(callers.replay(world, at_s, background, whole), "replay")
     replayers.start(world)
     notice_drills.start(world)
+    for at_s, label, limit, first, count in scenario.exports:
+        world.spawn(callers.read_pages(world, at_s, label, limit, first, count), f"results of {label}")
 
 
 async def timer(world: World) -> None:

@@ -27,7 +27,10 @@ MODES = ("ok", "ok", "ok", "ok", "ok", "t1", "t2", "perm")
 # many tenants, slow storage, failed lock renewals and settlements, Service Bus refusing sends.
 # `replay` (`sim.families`) has tenants as callers (TENANT_FROM=principal): their batches end with chunks parked,
 # then the operator and the tenants replay through the API, page by page and with bodies that name nothing.
-FAMILIES = ("random", "submit", "limits", "volume", "priority", "storage", "lifecycle", "idle", "platform", "replay")
+# `history` (`sim.history`) holds a week of ended markers in storage, cancels dozens of batches, reads results pages
+# of big ones and answers the drainers' looks at the ended markers late around cancels.
+FAMILIES = ("random", "submit", "limits", "volume", "priority", "storage", "lifecycle", "idle", "platform", "replay",
+            "history")  # fmt: skip
 BASIC = FAMILIES[:6]
 SIZES = (1, 2, 5, 9, 17)
 VOLUME_SIZES = (5000, 10000, 20000)
@@ -61,9 +64,9 @@ class Submit:
 class Span:
     start_s: float
     end_s: float
-    kind: str = "down"  # storage: "5xx", "timeout", "lost"
+    kind: str = "down"  # storage: "5xx", "timeout", "lost", "slow", "late" (`sim.storage.SimTransport`)
     rate: float = 1.0  # share of requests hit while it lasts
-    op: str = ""  # storage: only requests of this kind ("queue DELETE", "queue POST"...); "" is every request
+    op: str = ""  # storage: only requests whose kind starts so ("queue DELETE", "blob LIST ended/"...); "": all
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,13 @@ class Scenario:
     idle: list[Span] = field(default_factory=list)  # stretches with nothing to do (for the idle-cost check)
     replay_calls: list[ReplayCall] = field(default_factory=list)  # the `replay` family's, in order
     drill: Any = None  # the notice drill of some lifecycle seeds (`sim.notice_drills.Drill`)
+    # History at scale (`sim.costs`): ended markers of a week of cancels in storage before the run, a blob
+    # listing's page (0: Azure's 5,000), and clients reading `pages` results pages of `limit` lines of a batch
+    # from a position (`sim.callers.read_pages`: (when, label, limit, from position, pages)).
+    history: int = 0
+    list_page: int = 0
+    cancel_on: dict[str, int] = field(default_factory=dict)  # label -> which live instance answers its cancel (0)
+    exports: list[tuple[float, str, int, int, int]] = field(default_factory=list)
 
     @property
     def fault_end_s(self) -> float:
@@ -129,6 +139,7 @@ class Scenario:
         ends += [s.end_s for s in self.receiver + self.renewals + self.sends]
         ends += [at for at, _ in self.api_cancels] + [at for at, _, _ in self.replays]
         ends += [r.at_s for r in self.replay_calls]
+        ends += [at for at, *_ in self.exports]
         return max(ends, default=0.0)
 
     @property
@@ -282,6 +293,10 @@ class Scenario:
                        + (" in the background" if background else ""))  # fmt: skip
         for r in self.replay_calls:
             out.append(f"  replay {r.what} {r.label} by {r.who} at {r.at_s:.3f} s, limit {r.limit}, rate {r.rate}")
+        if self.history or self.list_page:
+            out.append(f"  {self.history} ended markers of a week in storage; listing pages of {self.list_page}")
+        for at, label, limit, start, count in self.exports:
+            out.append(f"  read {count} results pages of {label}, {limit} lines from position {start}, at {at:.3f} s")
         for name, spans in (("receiver", self.receiver), ("lock renewals fail", self.renewals),
                             ("Service Bus sends", self.sends), ("idle", self.idle)):  # fmt: skip
             for sp in spans:

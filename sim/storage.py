@@ -33,11 +33,13 @@ from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 from azure.core.pipeline.transport import AsyncHttpResponse, AsyncHttpTransport
 from azure.core.utils import CaseInsensitiveDict
 
+from sim import charges
 from sim.account import ACCOUNT, QUEUE_PORT, Fault, Reply
 from sim.storage_blobs import BlobOps
 from sim.storage_queues import QueueOps
 
 READS = frozenset({"GetMessages", "PeekMessages", "GetQueueMetadata"})
+LATE_S = (5.0, 15.0)  # how late a "late" fault's answer comes: past the ended listings' 5 s freshness
 
 
 class StorageServer(QueueOps, BlobOps):
@@ -123,7 +125,9 @@ class StorageWeather:
 
 class SimTransport(AsyncHttpTransport):  # type: ignore[type-arg]
     """Every request of an instance's storage clients goes to the world's `StorageServer`, after a seeded
-    latency; faults answer 503, time out, or lose the answer of an applied request."""
+    latency; faults answer 503, time out, answer seconds late ("slow": before the request is served; "late":
+    after it), or lose the answer of an applied request. Each request served is added to the cost of the caller
+    operation that made it (`sim.charges`)."""
 
     def __init__(
         self,
@@ -177,7 +181,10 @@ class SimTransport(AsyncHttpTransport):  # type: ignore[type-arg]
         finally:
             self.server.caller = None
         self.weather.served(operation)
+        charges.spent(operation, request.url, reply)
         await asyncio.sleep(self.weather.delay())
+        if fault == "late":  # served now, answered seconds later (a listing's later pages, a slow connection)
+            await asyncio.sleep(self.weather.rng.uniform(*LATE_S))
         if fault == "lost":
             raise ServiceResponseError("simulated: the connection closed before the answer")
         return SimResponse(request, reply)
@@ -197,6 +204,12 @@ def _body(request: Any) -> bytes:
 
 
 def _operation_name(method: str, url: str) -> str:
+    """What a fault span's `op` is matched against (as a prefix): "queue DELETE", "blob PUT"..., and a blob
+    listing as "blob LIST {prefix}" ("blob LIST ended/" names every listing of the ended markers)."""
     parsed = urlparse(url)
-    kind = "queue" if parsed.port == QUEUE_PORT else "blob"
-    return f"{kind} {method}"
+    if parsed.port == QUEUE_PORT:
+        return f"queue {method}"
+    query = parse_qs(parsed.query)
+    if method == "GET" and query.get("comp") == ["list"]:
+        return f"blob LIST {query.get('prefix', [''])[0]}"
+    return f"blob {method}"

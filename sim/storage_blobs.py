@@ -9,7 +9,6 @@ from azure.core.utils import CaseInsensitiveDict
 
 from sim.account import (
     ACCOUNT,
-    LIST_MAX,
     Answer,
     Blob,
     Lease,
@@ -187,7 +186,7 @@ class BlobOps(ServerBase):
     def list_blobs(self, container: str, query: dict[str, str]) -> Reply:
         blobs = self._container(container)
         prefix, marker = query.get("prefix", ""), query.get("marker", "")
-        most = int(query.get("maxresults", LIST_MAX))
+        most = int(query.get("maxresults", self.list_max))
         names = sorted(n for n in blobs if n.startswith(prefix) and n >= marker)
         page, rest = names[:most], names[most:]
         with_meta = "metadata" in query.get("include", "")

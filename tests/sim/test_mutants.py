@@ -24,7 +24,7 @@ from shared.engine.settling import Settler
 from shared.engine.wakeups import Wakeups
 from shared.intake import submit
 from shared.ops import lifecycle, notice_sweep, notices, progress, replay_marks, status
-from shared.store import leases
+from shared.store import ended, leases
 from shared.watch import fallback, lookout
 from sim.mutants import MUTANTS, Mutant
 from sim.mutants.table import Result, render
@@ -53,6 +53,10 @@ CAUGHT = [
     ("lane-depths-every-tick", 0),  # idle: storage transactions an hour while idle within the README's budget
     ("discard-names-batch-positions", 31),  # lifecycle: a record holds only its chunk's positions
     ("carrier-any-of-the-generation", 127),  # lifecycle: never stranded, the carrier keyed as the app keys it
+    ("slow-listing-taken-as-fresh", 14),  # history: the cancel bound under a look answered late (issue 36 item 8)
+    ("cancel-prunes-every-marker", 0),  # history: a cancel costs what docs/api.md states (issue 36 item 9)
+    ("look-lists-every-marker", 0),  # history: a drainer's look costs what docs/api.md states (issue 36 item 9)
+    ("page-reads-a-window", 0),  # history: a results page costs what docs/api.md states (issue 36 item 9)
 ]
 # Rows once here whose seeds moved with the world's doors and the app's changes (none fails its old seed any
 # more, checked by hand: no-look-chain 2, receive-without-share 6, keyed-retry-rings-nothing 23 (now 19),
@@ -74,11 +78,15 @@ ALONE = [
     "notice-error-shown-raw",
     "lane-depths-every-tick",
     "discard-names-batch-positions",
+    "cancel-prunes-every-marker",
+    "look-lists-every-marker",
+    "page-reads-a-window",
 ]
 BY_NAME = {m.name: m for m in MUTANTS}
 # Rows whose runs take seconds each (hundreds of virtual seconds of notice retries): in `make test`, not test-fast.
 SLOW = {"notice-claim-held-for-the-delay", "notice-redelivered-past-the-deadline", "callback-allowed-by-host",
-        "notice-error-shown-raw", "carrier-any-of-the-generation"}  # fmt: skip
+        "notice-error-shown-raw", "carrier-any-of-the-generation", "slow-listing-taken-as-fresh",
+        "cancel-prunes-every-marker", "look-lists-every-marker", "page-reads-a-window"}  # fmt: skip
 
 
 def _params(rows: list[tuple[str, int]], slow: set[tuple[str, int]]) -> list[Any]:
@@ -113,7 +121,7 @@ def _attributes() -> dict[tuple[str, str], Any]:
     owners: list[Any] = [drainer, Drainer, HeldMessages, LaneOrder, FairSlots, HandlerLimits, wakeups, Wakeups, submit,
                          progress, status, lifecycle, lookout, lookout.Chain, fallback, lane_watch, results, chunks,
                          ChunkWork, settling, Settler, leases, CommittedAttempts, notice_sweep, notices,
-                         webhooks, replay_marks]  # fmt: skip
+                         webhooks, replay_marks, ended]  # fmt: skip
     return {(repr(owner), name): value for owner in owners for name, value in vars(owner).items()}
 
 
