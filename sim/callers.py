@@ -91,6 +91,7 @@ async def on_instance(world: World, name: str, call: Callable[[], Awaitable[ApiR
     try:
         response = await asyncio.wait_for(asyncio.shield(done), ANSWER_WAIT_S)
     except (TimeoutError, asyncio.CancelledError):
+        done.cancel()  # what the call ends with now is nobody's (not "a Future exception never retrieved")
         task.cancel()
         world.note(f"{name} on {instance.name}: no answer")
         return None

@@ -22,6 +22,7 @@ from typing import Any
 from shared import api
 from shared.core import layout
 from shared.ops.replay import MAX_REPLAY_S
+from sim import replay_rings
 from sim.callers import as_caller, batch_of, on_instance
 from sim.scenario import ReplayCall
 
@@ -95,6 +96,7 @@ async def once(world: World, call: ReplayCall, body: bytes | None) -> dict[str, 
     if status != 200:
         return None
     world.features.add("replay")
+    replay_rings.watch(world, began, answer)
     if answer.get("replayed"):
         world.features.add("replayed")
     if answer.get("set_aside", 0) + len(answer.get("skipped", [])) + answer.get("replayed", 0) > answer["limit"]:

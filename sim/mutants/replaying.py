@@ -21,6 +21,7 @@ from shared.ops.replay_request import replay_request
 from shared.services import Services
 from shared.store import poison_index
 from sim.mutants.base import Mutant, scoped, swap
+from sim.replay_rings import LATE
 from sim.replayers import STARVED, WIDER
 
 
@@ -166,12 +167,6 @@ MUTANTS = [
                                    "(`sim.replayers`)"),
     Mutant("replay-rings-at-end", "c8e5957 (issue 26 item 5; the audit put it back)", "a replay rings its "
            "partitions' doorbells only once its whole call is over", _replay_rings_at_end, family="replay",
-           expect="a replayed chunk", invariant="-",
-           why="a replay puts chunks back only for a batch still processing (a final or ended batch's are set aside, "
-               "issue 36 items 5 and 12), and in the world a batch is still processing only while a drainer works "
-               "on its other chunks in the same partitions: that drainer takes the replayed chunks up whether the "
-               "doorbell rang at the first chunk or at the end. Every `replay` seed's replays meet only closed "
-               "batches' chunks (`replayed` 0% of 60 seeds). Plan: a batch over two partitions whose chunk in one "
-               "stays minutes in its handler while the other partition, idle, gets the batch's parked chunks back "
-               "by a slow paced replay, with a bound on how soon a replayed chunk's handler call starts"),
+           expect=LATE, invariant="a replay announces each partition's first chunk as it goes back "
+                                  "(`sim.replay_rings`)"),
 ]  # fmt: skip

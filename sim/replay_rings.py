@@ -1,0 +1,88 @@
+"""A replay announces what it puts back (issue 26 item 5): each partition's doorbell rings as the first chunk goes
+back to it, not once the call is over, so a drainer takes that chunk up within seconds even while a paced replay
+goes on putting others back for up to a minute.
+
+Checked after each synchronous replay that put chunks back (`sim.replayers`): the first chunk it put back to each
+partition has a handler call starting within RING_BOUND_S (plus the bus's delay, a thread's start and one call
+ahead of it) of when it
+went back, taken at its latest: the call's start plus one pace interval per chunk the call took before it. A chunk
+of a batch cancelled or expired by then has no call (it is discarded). Excused where nothing could take it up in
+time whatever rang: Service Bus losing messages (the doorbell may be lost),
+a handler call hanging in that partition (its session holds the partition past its budget), or hung calls
+holding every instance or all of HANDLER_MAX_IN_FLIGHT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any
+
+from shared.batch.chunking import partition_of
+from sim.clock import EPOCH_S
+from sim.host import FUNCTION_TIMEOUT_S
+
+World = Any  # `sim.world.World`
+
+LATE = "a replayed chunk taken up late"
+RING_BOUND_S = 10.0  # a doorbell's delivery, a drain session's start, its lane listing and receive
+
+
+def watch(world: World, began: float, answer: dict[str, Any]) -> None:
+    """After a replay answered 200 (`answer`), having begun at `began` (virtual s)."""
+    chunks = answer.get("chunks") or []
+    if not chunks:
+        return
+    rate = answer.get("rate")
+    gap = 1.0 / float(rate) if rate else 0.0
+    scenario = world.scenario
+    bound = RING_BOUND_S + scenario.bus_delay_s + scenario.thread_start_s[1] + scenario.handler_s[1]
+    first: dict[str, tuple[str, int, float]] = {}
+    for taken, chunk in enumerate(chunks):
+        batch_id, index = chunk.get("batch_id"), chunk.get("chunk")
+        if batch_id is None or index is None:
+            continue
+        partition = partition_for(world, batch_id, int(index))
+        # Its latest time back: the call paces every chunk it took (left parked too) before this one.
+        back = began + gap * (taken + len(answer.get("skipped") or []))
+        first.setdefault(partition, (batch_id, int(index), back))
+    for partition, (batch_id, index, back) in first.items():
+        world.spawn(check(world, partition, batch_id, index, back, bound), "replay ring check")
+
+
+async def check(world: World, partition: str, batch_id: str, index: int, back: float, bound: float) -> None:
+    await asyncio.sleep(max(0.0, back + bound - world.now_s()))
+    started = [c.started_s for c in world.calls if (c.batch_id, c.chunk) == (batch_id, index) and c.started_s >= back]
+    if any(at <= back + bound for at in started) or excused(world, partition, back, bound) or closed(world, batch_id):
+        return
+    world.violate(
+        f"chunk {index} of batch {batch_id[:8]}, put back to {partition} by a replay at {back:.0f} s at the latest, "
+        f"had no handler call within {bound:.0f} s (first: {min(started, default=None)}) ({LATE})"
+    )
+
+
+def excused(world: World, partition: str, back: float, bound: float) -> bool:
+    scenario, settings = world.scenario, world.settings
+    if scenario.bus_lose:
+        return True
+    hung = [c for c in world.calls if c.ended_s is None and back + bound - FUNCTION_TIMEOUT_S <= c.started_s <= back]
+    if any(partition_for(world, c.batch_id, c.chunk) == partition for c in hung):
+        return True
+    limit = settings.handler_max_in_flight
+    return len({c.instance for c in hung}) >= len(world.live()) or bool(limit and len(hung) >= limit)
+
+
+def closed(world: World, batch_id: str) -> bool:
+    """Cancelled or expired since: the chunk is taken up and discarded, with no handler call (rightly)."""
+    manifest = world.manifest(batch_id) or {}
+    expires = manifest.get("expires_at")
+    return bool(manifest.get("ended")) or (
+        expires is not None and datetime.fromisoformat(expires).timestamp() - EPOCH_S <= world.now_s()
+    )
+
+
+def partition_for(world: World, batch_id: str, chunk: int) -> str:
+    """The partition queue a batch's chunk went to (`shared.intake.submit`: round-robin from a per-batch offset)."""
+    queues = world.settings.partition_queues()
+    offset = int(batch_id[:8], 16) % len(queues)
+    return str(queues[partition_of(chunk, offset=offset, partitions=len(queues))])
