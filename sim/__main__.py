@@ -14,7 +14,8 @@ from sim.platform import FEATURES
 from sim.scenario import FAMILIES
 from sim.world import run
 
-SHARE = {"volume": 50}  # `all` runs SEEDS / this many seeds of these families (a volume seed takes ~10 s)
+# `all` runs SEEDS / this many seeds of these families (a volume seed takes ~10 s, a history seed ~3 s of CPU)
+SHARE = {"volume": 50, "history": 5}
 
 
 def main(argv: list[str] | None = None) -> int:
