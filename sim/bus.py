@@ -23,11 +23,12 @@ import asyncio
 import contextlib
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from shared.core.errors import TriggerUnavailable
-from shared.core.events import TriggerEvent
+from shared.core.events import Reason, TriggerEvent
+from sim.scenario import Scenario
 
 MAX_DELIVERY_COUNT = 10
 LOCK_S = 60.0  # the trigger queue's lock duration: a crashed holder's message returns after it
@@ -56,6 +57,13 @@ class BusWeather:
     # sent) or "link" (the link drops during the send: the message may have gone out all the same).
     send_fault: Callable[[], str | None] = field(default=lambda: None)
     renewing: Callable[[], bool] = field(default=lambda: True)  # the host renews the locks it holds
+    lose_doorbells: bool = False  # every doorbell (a `submitted` event) accepted is lost: the look chain's net
+    forge_doorbells: bool = False  # every doorbell comes after a copy of it that names another attempt
+
+    def take(self, scenario: Scenario) -> None:
+        """The scenario's Service Bus faults."""
+        self.lose, self.duplicate, self.delay_s = scenario.bus_lose, scenario.bus_duplicate, scenario.bus_delay_s
+        self.lose_doorbells, self.forge_doorbells = scenario.lose_doorbells, scenario.forge_doorbells
 
 
 class Broker:
@@ -67,6 +75,7 @@ class Broker:
         self.dead: list[Delivery] = []
         self.sent = self.lost = self.duplicated = 0
         self.sends: list[tuple[float, bytes]] = []  # (epoch s, body) of every message accepted (doorbells too)
+        self.dropped: list[bytes] = []  # the bodies of the messages accepted and lost
         self._sequence = 0
         self._wake: asyncio.Event = asyncio.Event()
         # How long a receiver waits when nothing is due (a send, an abandon or a lost holder wakes it sooner); the
@@ -82,9 +91,16 @@ class Broker:
         sequence = self._sequence
         self.sent += 1
         self.sends.append((self.now(), body))
+        if self.weather.lose_doorbells and TriggerEvent.decode(body).reason is Reason.SUBMITTED:
+            self.lost += 1
+            self.dropped.append(body)
+            return sequence
         if self.rng.random() < self.weather.lose:
             self.lost += 1
+            self.dropped.append(body)
             return sequence
+        if self.weather.forge_doorbells:
+            self._forge(body)
         latency = self.rng.uniform(0.002, 0.03) + self.rng.uniform(0, self.weather.delay_s)
         available = max(self.now(), at_s or 0.0) + latency
         self.messages.append(Delivery(sequence, body, available, at_s))
@@ -93,6 +109,16 @@ class Broker:
             self.messages.append(Delivery(sequence, body, available + self.rng.uniform(0, 2), at_s))
         self._notify()
         return sequence
+
+    def _forge(self, body: bytes) -> None:
+        """A doorbell naming an attempt that is not the one its batch committed, delivered just before the real one
+        (sent by hand, or by another deployment sharing the namespace): Service Bus is not where a batch's state
+        lives, so it may cost a manifest read, never the batch's chunks (a3dd4cd)."""
+        event = TriggerEvent.decode(body)
+        if event.reason is Reason.SUBMITTED and event.attempt is not None:
+            self._sequence += 1
+            forged = replace(event, attempt="0bad0bad0bad").encode()
+            self.messages.append(Delivery(self._sequence, forged, self.now() + 0.001, None))
 
     def cancel(self, sequence: int) -> None:
         now = self.now()

@@ -26,6 +26,7 @@ from dataclasses import replace
 
 from shared.ops.replay_marks import CLAIM_S
 from sim import history, notice_drills
+from sim.host import RESULTS
 from sim.receiver import SECRET
 from sim.scenario import BASIC, FAMILIES, SIZES, Crash, ReplayCall, Scenario, Span, Submit, draw_settings
 
@@ -47,7 +48,12 @@ IDLE_S = (3600.0, 2 * 3600.0)
 def draw(seed: int, *, faults: bool = True, family: str = "random") -> Scenario:
     """The scenario of `seed` in `family`, whichever module draws it."""
     if family in BASIC:
-        return Scenario.draw(seed, faults=faults, family=family)
+        basic = Scenario.draw(seed, faults=faults, family=family)
+        if basic.faults and family == "storage":
+            aim_at_storage(basic)
+        if basic.faults and family == "submit":  # drawn apart: a forged doorbell (`sim.bus.Broker._forge`)
+            basic.forge_doorbells = random.Random(f"forged-doorbells-{seed}").random() < 1 / 3
+        return basic
     if family not in FAMILIES:
         raise ValueError(f"unknown scenario family {family!r}: one of {', '.join(FAMILIES)}")
     rng = random.Random(f"scenario-{family}-{seed}")
@@ -168,6 +174,24 @@ def aim_at_lifecycle(scenario: Scenario) -> None:
                 # and an operator replays everything once that dead replay's claim may be taken over
                 scenario.replays.append((round(at + CLAIM_S + rng.uniform(30.0, 120.0), 3), False, True))
     scenario.crashes.sort(key=lambda c: c.at_s)
+
+
+def aim_at_storage(scenario: Scenario) -> None:
+    """A `storage` scenario's aimed faults, each drawn apart (its other draws stay as they were):
+    - in half the seeds, every PutBlob to the results container answers 503 for 18-40 s while chunks are worked
+      (longer than the storage clients' retries sit out): a chunk done then has its record write fail after its
+      handler returned; settled in the order "record, then message", its message stays for redelivery, while a
+      delete that came first would lose the chunk's outcomes for good;
+    - in a third, Service Bus loses every doorbell it accepts: nothing wakes a drainer for new work but the look
+      chain each submit arms (the timer ticks every 10 minutes, past the look bound).
+    """
+    seed = scenario.seed
+    results = random.Random(f"aimed-results-{seed}")
+    if results.random() < 0.5:
+        start = results.uniform(2.0, 60.0)
+        end = start + results.uniform(18.0, 40.0)
+        scenario.storage_spans.append(Span(round(start, 3), round(end, 3), "5xx", 1.0, f"blob PUT {RESULTS}"))
+    scenario.lose_doorbells = random.Random(f"doorbells-lost-{seed}").random() < 1 / 3
 
 
 def idle(scenario: Scenario, rng: random.Random, instances: int) -> None:

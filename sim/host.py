@@ -41,6 +41,9 @@ INSTANCE: contextvars.ContextVar[Instance | None] = contextvars.ContextVar("sim_
 FUNCTION_TIMEOUT_S = 300.0  # host.json functionTimeout
 
 
+RESULTS = "results"  # the results container (a fault span may aim at it: `sim.families.aim_at_results`)
+
+
 def environment(scenario: Scenario) -> dict[str, str]:
     env = {
         "AzureWebJobsStorage": CONNECTION_STRING,
@@ -49,7 +52,7 @@ def environment(scenario: Scenario) -> dict[str, str]:
         "FALLBACK_SCHEDULE": "0 */10 * * * *",
         "WORK_QUEUE": "work",
         "BATCHES_CONTAINER": "batches",
-        "RESULTS_CONTAINER": "results",
+        "RESULTS_CONTAINER": RESULTS,
         "STATE_CONTAINER": "state",
         "HANDLER": "shared.handlers.noop:handle",
     }

@@ -14,14 +14,17 @@ from typing import Any
 MODES = ("ok", "ok", "ok", "ok", "ok", "t1", "t2", "perm")
 # Scenario families: `random` spreads faults over the run; `submit` aims crashes, storage faults and Service
 # Bus outages at each submit's write path (chunks stored, commit, index, doorbell), every submit keyed and
-# retried as a client would; `limits` sets HANDLER_MAX_IN_FLIGHT=1 with handler calls that hang.
+# retried as a client would, and in a third of its seeds each doorbell follows a forged copy naming another
+# attempt (`sim.bus.Broker._forge`); `limits` sets HANDLER_MAX_IN_FLIGHT=1 with handler calls that hang.
 # `volume` is a run without faults at the default chunk size, a few thousand items: its storage transactions
 # per 1,000 items are held to the documented figure (BENCHMARKS.md section 1).
 # `priority` (no faults) has a drainer with several receivers work through high backlogs of three tenants while
 # normal batches arrive mid-drain: high chunk starts are held to HIGH_BURST x RECEIVE_BATCH in a row while a normal
 # chunk waits (`sim.invariants.high_starts_watched`).
-# `storage` has storage faults only (spans of 5xx, timeouts, requests applied with their answer lost): nothing that
-# can lose a trigger event or a look, so the look bound (`sim.invariants.Looks`) holds without the fallback timer.
+# `storage` has storage faults only (spans of 5xx, timeouts, requests applied with their answer lost; in half its
+# seeds the result writes failing for a while) and nothing that can lose a look, so the look bound
+# (`sim.invariants.Looks`) holds without the fallback timer; in a third of its seeds Service Bus loses every doorbell,
+# so the look chain is the only net (`sim.families.aim_at_storage`).
 # `lifecycle`, `idle` and `platform` (`sim.families`) open the other doors: the API's options, callbacks to a
 # receiver that misbehaves, polls and exports, cancels and replays through the API, sync handlers, idle hours and
 # many tenants, slow storage, failed lock renewals and settlements, Service Bus refusing sends.
@@ -66,7 +69,7 @@ class Span:
     end_s: float
     kind: str = "down"  # storage: "5xx", "timeout", "lost", "slow", "late" (`sim.storage.SimTransport`)
     rate: float = 1.0  # share of requests hit while it lasts
-    op: str = ""  # storage: only requests whose kind starts so ("queue DELETE", "blob LIST ended/"...); "": all
+    op: str = ""  # storage: only requests whose name starts so ("queue DELETE", "blob PUT results"...); "": all
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,8 @@ class Scenario:
     bus_lose: float = 0.0
     bus_duplicate: float = 0.0
     bus_delay_s: float = 0.0
+    lose_doorbells: bool = False  # Service Bus loses every doorbell it accepts (`sim.families.aim_at_storage`)
+    forge_doorbells: bool = False  # each doorbell follows a copy naming another attempt (`sim.families.draw`)
     handler_hang: float = 0.0
     cancels: list[tuple[float, int]] = field(default_factory=list)  # (when, which submit) a client cancels
     timer_s: float = 600.0
@@ -265,6 +270,10 @@ class Scenario:
         for sp in self.bus_spans:
             out.append(f"  Service Bus away from {sp.start_s:.3f} s to {sp.end_s:.3f} s")
         out.extend(self.describe_doors())
+        if self.lose_doorbells:
+            out.append("  Service Bus loses every doorbell (the look chain is the only net)")
+        if self.forge_doorbells:
+            out.append("  each doorbell follows a copy of it naming another attempt (a forged event)")
         out.append(
             f"  bus: lose {self.bus_lose:.0%}, duplicate {self.bus_duplicate:.0%}, delay up to "
             f"{self.bus_delay_s:.0f} s; handler hangs {self.handler_hang:.0%}"

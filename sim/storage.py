@@ -204,12 +204,17 @@ def _body(request: Any) -> bytes:
 
 
 def _operation_name(method: str, url: str) -> str:
-    """What a fault span's `op` is matched against (as a prefix): "queue DELETE", "blob PUT"..., and a blob
-    listing as "blob LIST {prefix}" ("blob LIST ended/" names every listing of the ended markers)."""
+    """What a fault span's `op` is matched against (as a prefix): "queue DELETE work-0", "blob PUT results" (the
+    kind, the method, and the queue or container the request names: "queue DELETE" is every queue's deletes), and
+    a blob listing as "blob LIST {prefix}" ("blob LIST ended/" names every listing of the ended markers)."""
     parsed = urlparse(url)
+    parts = [unquote(p) for p in parsed.path.split("/")[1:] if p]
+    if parts and parts[0] == ACCOUNT:
+        parts = parts[1:]
+    named = parts[0] if parts else ""
     if parsed.port == QUEUE_PORT:
-        return f"queue {method}"
+        return f"queue {method} {named}"
     query = parse_qs(parsed.query)
     if method == "GET" and query.get("comp") == ["list"]:
         return f"blob LIST {query.get('prefix', [''])[0]}"
-    return f"blob {method}"
+    return f"blob {method} {named}"

@@ -151,9 +151,7 @@ class World:
         self.broker = Broker(self.world_time, self.rng, self.bus_weather)
         if self.scenario.family not in BASIC:
             self.broker.idle_wait_s = 30.0
-        self.bus_weather.lose = self.scenario.bus_lose
-        self.bus_weather.duplicate = self.scenario.bus_duplicate
-        self.bus_weather.delay_s = self.scenario.bus_delay_s
+        self.bus_weather.take(self.scenario)
         for instance in self.instances:
             instance.start()
         clients = [
