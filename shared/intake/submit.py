@@ -267,6 +267,11 @@ async def claim(container: ContainerClient, manifest: Manifest) -> tuple[Manifes
         pass
     doc, etag = await read_json(container, name)
     existing = Manifest.from_json(doc)
+    if existing.attempt == manifest.attempt:
+        # Our own create landed and its answer was lost: the storage SDK's retry met it (an attempt id is this
+        # request's alone). The simulation saw an unkeyed submit resume itself, lose that answer too, and answer
+        # 409 "in progress" with no other request in flight (storage seed 3).
+        return manifest, etag
     batches.check_reuse(existing, manifest)
     if existing.state is State.ACCEPTED:
         return Submitted(existing, existing.trigger or "published", replayed=True)
@@ -278,7 +283,9 @@ async def claim(container: ContainerClient, manifest: Manifest) -> tuple[Manifes
     try:
         etag = await write_json(container, name, resumed.to_json(), etag=etag)
     except PreconditionFailed:
-        raise IdempotencyConflict("a request with the same Idempotency-Key is in progress; retry shortly") from None
+        doc, etag = await read_json(container, name)  # our own write, its answer lost, or another request's
+        if Manifest.from_json(doc).attempt != resumed.attempt:
+            raise IdempotencyConflict("a request with the same Idempotency-Key is in progress; retry shortly") from None
     log.warning("batch %s: resuming a submission that stopped halfway (attempt %s)", manifest.batch_id, resumed.attempt)
     return resumed, etag
 
