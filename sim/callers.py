@@ -36,6 +36,7 @@ World = Any
 
 log = logging.getLogger(__name__)
 
+CONFLICT = "with no other request of its key in flight"
 ANSWER_WAIT_S = 60.0  # a client gives up on a request after this long and may try again
 CALLBACK_HOST = "receiver.sim"  # CALLBACK_ALLOWED_HOSTS names it (`sim.families`)
 SERVICES, LOAD_SETTINGS = "services", "load_settings"  # patched by name: mypy holds module attributes as fixed
@@ -153,6 +154,7 @@ async def submit(world: World, sub: Submit) -> None:
     """A client's POST /api/batches, tried again (keyed) after no answer or a 5xx, on any live instance."""
     body, headers, params = submit_request(sub)
     headers |= as_caller(world, sub.tenant or None)
+    unanswered = 0  # tries that got no answer: each may still be in flight
     for attempt in range(1 + sub.retries):
         if not world.live():
             await asyncio.sleep(5.0)
@@ -164,10 +166,13 @@ async def submit(world: World, sub: Submit) -> None:
             sub.instance + attempt,
         )
         if answered is None:
+            unanswered += 1
             await asyncio.sleep(2.0)
             continue
         instance, response = answered
         status = response.status
+        if status == 409 and not unanswered:  # docs/api.md: a key reused with other options, or still in flight
+            world.violate(f"submit {sub.label} answered 409 {CONFLICT} ({attempt} tries before it, each answered)")
         batch_id = response.body.get("batch_id") or response.body.get("error", {}).get("batch_id")
         world.note(f"submit {sub.label} on {instance.name}: {status} batch {str(batch_id)[:8]}")
         if status == 400:

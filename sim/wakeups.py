@@ -1,0 +1,60 @@
+"""*No lost wake-up* (docs/design.md, "Invariants": every message left behind has an event): a drain session that
+stops with work left, its budget spent or its lease lost, leaves a wake-up for its partition due at once.
+
+When such a drain run ends while its partition holds visible chunk messages and no session of a live instance
+drains it, a wake-up naming that partition (`continue`, `retry-due`, `watchdog`, a doorbell, a `fallback`, a
+scale-out or a replay) is on Service Bus, due within the bus's latency: a later one (a retry-due for messages still
+hidden) leaves the visible ones waiting. A `look` does not count: the look chain is the net for wake-ups Service
+Bus lost or refused, not for ones never sent; so a wake-up Service Bus lost counts, and a run during which Service
+Bus refused sends (away, a refused send, a dropped link) is excused. A session out of budget that publishes no
+`continue` breaks it (`no-continuation-at-budget`), though the look chain then brings a drainer within its floor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.core.events import Reason, TriggerEvent
+
+WAKEUPS = frozenset(Reason) - {Reason.LOOK, Reason.NOTIFY, Reason.PROBE, Reason.REPLAY_STEP}
+LEFT_WITH_WORK = ("budget", "lease-lost")  # the outcomes of a drain run that stopped with work left (`Drainer._run`)
+LATENCY_S = 1.0  # a wake-up published as the run ends is deliverable within this (plus the scenario's bus delay)
+LEFT = "left behind with no wake-up"
+
+# The world (`sim.world.World`) is passed in, not imported: it imports this module.
+World = Any
+
+
+def left_behind(world: World, instance: Any, event: TriggerEvent, report: Any, took_s: float) -> None:
+    """Called as a trigger's function returns (`World.on_session`), before its message is settled."""
+    queue = event.queue
+    if report.outcome not in LEFT_WITH_WORK or queue not in world.looks.partitions:
+        return
+    now = world.world_time()
+    lanes = [q for name, q in world.account.queues.items()
+             if not name.endswith("-poison") and world.looks.partition(name) == queue]  # fmt: skip
+    visible = sum(1 for q in lanes for m in q.messages if m.visible_s <= now)
+    if not visible or _refused(world, world.now_s() - took_s, world.now_s()):
+        return
+    if any(key[0] == queue for other in world.live() for key in other.services.draining):
+        return
+    due = now + LATENCY_S + world.scenario.bus_delay_s
+    broker = world.broker
+    pending = [d.body for d in broker.messages if d.holder is not instance and d.available_s <= due]
+    if any(_wakes(body, queue) for body in [*pending, *broker.dropped]):
+        return
+    world.violate(
+        f"{visible} visible chunk message(s) of {queue} {LEFT}: the {event.reason.value} run on {instance.name} "
+        f"stopped ({report.outcome}) after {took_s:.1f} s, and no session drains the partition"
+    )
+
+
+def _wakes(body: bytes, queue: str) -> bool:
+    event = TriggerEvent.decode(body)
+    return event.queue == queue and event.reason in WAKEUPS
+
+
+def _refused(world: World, began_s: float, now_s: float) -> bool:
+    """Service Bus was away or refused sends at some point of the run (virtual seconds)."""
+    scenario = world.scenario
+    return any(s.start_s <= now_s and began_s <= s.end_s for s in [*scenario.bus_spans, *scenario.sends])
