@@ -18,6 +18,7 @@ from shared.core.errors import IdempotencyConflict
 from shared.engine import chunks
 from shared.engine.chunks import ChunkWork
 from shared.intake import submit
+from sim.callers import CONFLICT
 from sim.mutants.base import Mutant, scoped, swap
 
 
@@ -111,27 +112,22 @@ MUTANTS = [
     Mutant("resumed-attempt-first-start", "e71a009 (issue 18 item 1)", "a resumed attempt is judged by the first "
            "attempt's start, so its chunks are discarded as dead", _resumed_attempt_judged_by_first_start,
            family="submit",
-           why="the resumed attempt must still be staging `STAGING_TTL_S` (120 s) after the first began; the world's "
-               "client retries within a minute and stores its chunks in under a second. Plan: a client that retries "
-               "after minutes"),
+           why="a drainer must meet a resumed attempt's chunk between its store and its commit (milliseconds apart), "
+               "more than `STAGING_TTL_S` (120 s) after the first attempt began; the world's clients retry 2 s after "
+               "a failure. Plan: clients that retry after minutes while other batches drain, with slow storage "
+               "stretching the resumed attempt's store-to-commit window"),
     Mutant("refused-submit-not-abandoned", "38c3f86 (issue 12 defects 2, 3)", "a submit answered 503 leaves its "
            "manifest staging, not abandoned", _refused_submit_not_abandoned, family="submit",
            why="nothing is processed either way; only how soon drainers discard the failed submit's chunks differs, and"
                " no invariant bounds that wait"),
     Mutant("own-commit-is-a-conflict", "7458705 (found here)", "a commit whose answer was lost is answered 409 and "
-           "its batch left out of the batch list", _own_commit_is_a_conflict, family="submit",
-           expect="missing from the batch list",
-           invariant='every accepted batch is in the batch list',
-           why="the 409 itself (a client told its accepted batch conflicts) is checked by no invariant, and the drainer"
-               " indexes the batch (a6c231e). Plan: hold a keyed submit's answer to the batch accepted"),
+           "its batch left out of the batch list", _own_commit_is_a_conflict, family="submit", expect=CONFLICT,
+           invariant="a submit answers 409 only for a key reused with other options or still in flight"),
     # The audit's hand-made reverts.
     Mutant("index-not-written-by-drainer", "a6c231e (found here)", "the index entry of a batch admitted by its "
            "manifest not written by the drainer", _index_not_written_by_drainer, family="submit",
            expect="missing from the batch list", invariant="every accepted batch is in the batch list"),
     Mutant("doorbell-attempt-is-storage-word", "a3dd4cd (issue 30 item 5)", "a doorbell's attempt taken as "
-           "storage's word", _doorbell_attempt_is_storage_word, family="submit",
-           why="it needs a doorbell naming an attempt other than the committed one (a first attempt's doorbell "
-               "delivered after a resumed attempt committed) and a chunk of the committed attempt arriving after "
-               "it in the same process; the world's retried submits commit one attempt. Plan: a bus delay of "
-               "seconds on the first attempt's doorbell in the `submit` family"),
+           "storage's word", _doorbell_attempt_is_storage_word, family="submit", expect="pending",
+           invariant="every accepted batch completes"),
 ]  # fmt: skip

@@ -23,6 +23,7 @@ from shared.engine.wakeups import Wakeups
 from shared.store import leases
 from shared.store.leases import DrainLease
 from sim.mutants.base import Mutant, Unmatched, scoped, swap
+from sim.wakeups import LEFT
 
 HELD = "messages (bound 2 x RECEIVERS x RECEIVE_BATCH"
 LIMITS = "handler calls in flight"
@@ -263,21 +264,20 @@ MUTANTS = [
     Mutant("sub-resolution-wait", "1f3838f (found here)", "a session in its last millisecond waits out remainders "
            "below the clock's resolution", _sub_resolution_wait, family="limits", seeds=100,
            invariant="virtual time keeps moving",
-           why="the spin needs a session waiting for a share of the handler limits within a millisecond of its "
-               "deadline: `limits` seed 23 met it until the world's callers and timer changed its schedules. Plan: "
-               "a `limits` scenario whose session budget ends while a call holds the only place"),
+           why="the spin needs a session's last wait for a share of the handler limits to end just past a power of "
+               "two of virtual seconds (16, 32, 64, 128...) on an instance whose skewed clock reads just under it: "
+               "the remainder is then below half the loop clock's precision, the timer is due at the same instant "
+               "and the wait returns at once, forever (about 1 in 700 such last waits over random times and skews); "
+               "`limits` seed 23 met it until the world's schedules moved. On a real host the clock moves on: the "
+               "spin lasts a clock tick. Plan: none short of placing a deadline there"),
     # The audit's hand-made reverts.
     Mutant("delete-before-record", "the first design (settling's order)", "a chunk's message deleted before its "
-           "result record", _delete_before_record, expect="pending", invariant="every accepted batch completes",
-           why="the chunk is lost only if its drainer dies, or its record write fails, in the one round trip "
-               "between the delete and the write; in 300 `random` seeds none fell there. Plan: storage faults "
-               "aimed at result writes (a span on the results container's PutBlob)"),
+           "result record", _delete_before_record, family="storage", expect="pending",
+           invariant="every accepted batch completes"),
     Mutant("lease-renewed-once-per-period", "the first design (leases)", "a drain lease renewed once per lease "
            "period", _lease_renewed_once_per_period, family="limits", expect=LIMITS, seeds=100,
            invariant="handler calls in flight never above `HANDLER_MAX_IN_FLIGHT`"),
     Mutant("no-continuation-at-budget", "the first design (the drainer's continuation)", "no continuation when a "
-           "session runs out of budget", _no_continuation_at_budget,
-           why="the look chain looks at a queue holding messages within `BACKOFF_CEILING_MS` (60 s here), within "
-               "the look bound and the liveness bound: a lost continuation costs latency. Plan: a progress bound "
-               "tighter than the chain's ceiling for a batch with visible work"),
+           "session runs out of budget", _no_continuation_at_budget, family="platform", expect=LEFT,
+           invariant="no lost wake-up: work a drain leaves behind has an event (`sim.wakeups`)"),
 ]  # fmt: skip

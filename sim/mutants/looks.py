@@ -147,10 +147,7 @@ def _retry_delay_in_seconds() -> Iterator[None]:
 MUTANTS = [
     Mutant("no-look-chain", "a0942b3 (issue 13)", "no look chain: the timer is the only net", _no_look_chain,
            family="storage", expect=LOOKED,
-           invariant='the look bound (`Looks`)',
-           why="caught by `storage` seed 2 in the last round; on today's code none of 60 `storage` seeds lets a "
-               "partition wait past the look bound (the timer's notice sweep and the drainers' own wake-ups look "
-               "too). Plan: the rest of the 300 seeds, then a family whose only net is the chain"),
+           invariant='the look bound (`Looks`)'),
     Mutant("watchdog-before-hidden-messages", "8ac5131 (issue 18 item 2)", "a drainer's watchdog may come before "
            "the messages it hid reappear", _watchdog_before_hidden_messages,
            why="the look chain (issue 13) looks at a queue holding messages at least every `BACKOFF_CEILING_MS`: a lost"
@@ -167,17 +164,22 @@ MUTANTS = [
     Mutant("successor-refused-fails-look", "a25c39d (issue 26 item 16)", "a look whose successor Service Bus "
            "refuses fails, its chain left armed", _successor_refused_fails_the_look, expect=LOOKED,
            invariant='the look bound (`Looks`)',
-           why="the world's Service Bus outage stops deliveries as well as sends; the defect needs sends refused while "
-               "deliveries go on (issue 37 item 5)"),
+           why="a look whose successor is refused must be its queue's only net: in the `platform` family, whose "
+               "Service Bus refuses sends while it goes on delivering, the doorbells refused meanwhile are deferred "
+               "and rung once it answers, and the drainers' own wake-ups carry the rest (none of 60 `platform` seeds "
+               "caught it either). Plan: refused sends in the `storage` seeds whose doorbells are lost"),
     Mutant("ended-look-redelivered-ignored", "a25c39d (issue 26 item 16)", "a look redelivered after it ended "
            "the chain is ignored", _ended_look_redelivered_is_superseded, family="storage", expect=LOOKED,
            invariant='the look bound (`Looks`)',
            why="the submit that meets the ended look rings its own doorbell: the chain is the net only when that "
-               "doorbell is lost, which lets the bound wait the timer's period"),
+               "doorbell is lost, and a third of the `storage` seeds now lose every doorbell; but the look must also "
+               "end the chain and then fail its second depth read (one round trip) to be delivered again: none of "
+               "300 `storage` seeds did. Plan: storage faults aimed at a look's depth read in those seeds"),
     Mutant("far-look-kept", "a25c39d (issue 26 item 16)", "a submit leaves a look armed far ahead where it is",
            _far_look_kept, expect=LOOKED,
            invariant='the look bound (`Looks`)',
-           why="as above, and the world's `BACKOFF_CEILING_MS` is 60 s, not 30 minutes"),
+           why="as above, and the world's `BACKOFF_CEILING_MS` is 60 s, not 30 minutes, except in the `idle` family, "
+               "whose items never retry, so no look there is armed far ahead"),
     Mutant("retry-delay-in-seconds", "none (made here)", "a retried item's delay taken in seconds, not "
            "milliseconds", _retry_delay_in_seconds, expect=SETTLED,
            invariant='liveness from the last fault (`sim.promises`)'),

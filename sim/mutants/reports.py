@@ -63,13 +63,9 @@ MUTANTS = [
            why="issue 26 item 12's counting rule already counts a generation at most what its predecessor carried: the "
                "clamp is a second guard"),
     Mutant("list-counts-raw", "71e88d8 (issue 26 item 12)", "the batch list counts every newest record as it "
-           "stands, the status route by the counting rule", _list_counts_raw, expect="the list says",
-           invariant='the batch list agrees with the status route',
-           why="caught by `random` seed 97 in the last round; 60 seeds run on today's code. Plan: the rest of the "
-               "300"),
+           "stands, the status route by the counting rule", _list_counts_raw, family="storage",
+           expect="the list says", invariant="the batch list agrees with the status route"),
     Mutant("export-line-per-record", "none (made here)", "the export lists an item once per record holding it",
-           _export_line_per_record, expect="the export has",
-           invariant='the export agrees with the status route',
-           why="caught by `random` seed 97 in the last round; 60 seeds run on today's code. Plan: the rest of the "
-               "300"),
+           _export_line_per_record, family="storage", expect="the export has",
+           invariant="the export agrees with the status route"),
 ]  # fmt: skip
