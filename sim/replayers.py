@@ -71,7 +71,8 @@ def request(world: World, call: ReplayCall) -> bytes | None:
 
 
 async def once(world: World, call: ReplayCall, body: bytes | None) -> dict[str, Any] | None:
-    """One POST /api/poison/replay; its answer's body when it answered 200. Checks what it took."""
+    """One POST /api/poison/replay; its answer's body when it answered 200 (with `took_s`, how long it took).
+    Checks what it took."""
     if body is None:
         return None
     headers = as_caller(world, None if call.who == "operator" else call.who)
@@ -101,13 +102,7 @@ async def once(world: World, call: ReplayCall, body: bytes | None) -> dict[str, 
         world.features.add("replayed")
     if answer.get("set_aside", 0) + len(answer.get("skipped", [])) + answer.get("replayed", 0) > answer["limit"]:
         world.features.add("replay-past-limit")  # it met more parked chunks than its limit (issue 36 item 5)
-    nothing = not answer.get("replayed") and not answer.get("set_aside")
-    if answer.get("more") and nothing and world.now_s() - began < MAX_REPLAY_S:
-        world.violate(
-            f"a replay of {body!r} answered more: true having replayed and set aside nothing in "
-            f"{world.now_s() - began:.0f} s, {len(answer.get('skipped', []))} left parked ({STARVED})"
-        )
-    return answer
+    return answer | {"took_s": world.now_s() - began}
 
 
 def allowed(world: World, batch_id: str | None, asked: str | None, tenant: str | None, what: str) -> bool:
@@ -123,10 +118,18 @@ async def everything(world: World, call: ReplayCall) -> None:
     """The operator's replay of everything, called again while it answers `more: true` (a tenant's is a 403)."""
     body = request(world, call)
     closed = {m: b for m, b in parked(world).items() if b is not None and ended_or_final(world, b)}
+    starved = False
     for _ in range(MAX_PAGES):
         answer = await once(world, call, body)
         if answer is None:
             return
+        nothing = not answer.get("replayed") and not answer.get("set_aside")
+        if answer.get("more") and nothing and answer["took_s"] < MAX_REPLAY_S and not starved:
+            starved = True  # said once: the caller goes on calling, as one would
+            world.violate(
+                f"a replay of {body!r} answered more: true having replayed and set aside nothing in "
+                f"{answer['took_s']:.0f} s, {len(answer.get('skipped', []))} left parked ({STARVED})"
+            )
         if not answer.get("more"):
             left = sorted({str(b)[:8] for m, b in parked(world).items() if m in closed})
             if left:
