@@ -43,7 +43,8 @@ ATTEMPTS = [
     "60% of the visibility timeout costs no task, `asyncio.wait` or timeout handle of its own. Alone, around a "
     "trivial work: 16.3 -> 7.1 us per message. The drain against its parent in the same four rounds "
     "(`python -m bench.rounds --rounds 4 --before <parent>`, load 20.5): CPU per message after/before 0.98, 0.98, "
-    "0.97, 1.01 (median 0.985), about the resolution of the process clock over 800 messages.",
+    "0.97, 1.01 (median 0.985); again at load 9.8, 0.99, 0.98, 0.96, 0.99 (median 0.986): 7 of 8 rounds below "
+    "its parent, by about the resolution of the process clock over 800 messages.",
     "**What is left, and what would be needed.** Per message the app and (a') make the same receive share and the "
     "same DeleteMessage through the SDK, about 0.55 ms of CPU each on a quiet machine (17 pipeline policies, each "
     "an awaited layer; XML and header parsing; shared-key signing); a result group's PutBlob costs about 1.4 times "
