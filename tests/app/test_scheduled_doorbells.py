@@ -4,6 +4,9 @@ A doorbell rung at once finds only hidden chunks, and at the start none comes.""
 
 from __future__ import annotations
 
+import asyncio
+import math
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -14,9 +17,11 @@ from shared.bus.publisher import ServiceBusPublisher
 from shared.core.events import Reason, TriggerEvent
 from shared.core.settings import Settings
 from shared.intake.submit import submit
+from shared.router import route
 from shared.services import Services
-from tests.app.conftest import app_environment, wait_for
+from tests.app.conftest import RecordingPublisher, app_environment, wait_for
 
+RECORD = "tests.app.handlers:record"
 BODY = b'{"items":[{"id":"s-1","amount":"1.00","currency":"EUR","author":"a","distributor":"d"}]}'
 
 
@@ -75,3 +80,27 @@ async def test_a_deferred_doorbell_of_a_scheduled_batch_rings_at_its_start_once_
     doorbells = await scheduled_doorbells(servicebus_service.connection_string, services)
     assert len(doorbells) == 1
     assert all_at_start(doorbells, start), f"the deferred doorbell comes due at the batch's start {start}: {doorbells}"
+
+
+@pytest.mark.slow
+async def test_a_scheduled_doorbell_comes_when_its_chunks_are_visible_not_before(configure):
+    """A batch's chunks are hidden for whole seconds counted before they are stored, so with a not_before on a
+    whole second they become visible up to a second after it; a doorbell at the not_before itself found nothing
+    and the batch waited for its queue's next look (minutes once the chain had backed off: the simulation's
+    progress bound, `schedule` seed 3). Submitted late in a second, the doorbell served when it comes due finds
+    the batch's chunks visible and handles them."""
+    services = configure(publisher=RecordingPublisher(), HANDLER=RECORD)
+    # late in a second: its chunks' hiding outlasts the start by most of a second
+    await asyncio.sleep(max(0.0, 0.6 - time.time() % 1))
+    start = datetime.fromtimestamp(math.floor(time.time()) + 3, timezone.utc)
+    await submit(
+        services, BODY, content_type="application/json", content_encoding=None, idempotency_key=None,
+        options=Options(not_before=start),
+    )  # fmt: skip
+    [(doorbell, at)] = [(e, at) for e, at in services.publisher.events if e.reason is Reason.SUBMITTED]
+    assert at is not None
+    assert at >= start
+
+    await asyncio.sleep(max(0.0, at.timestamp() - time.time()))  # it comes due
+    report = await route(services, doorbell)
+    assert report.items_ok == 1, f"the doorbell due at {at} found its batch's chunks hidden: {report}"
