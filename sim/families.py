@@ -8,6 +8,8 @@
   (`aim_at_lifecycle`);
 - `idle`: many tenants' small batches, then hours with nothing to do, then another wave; storage calls that
   are slow (seconds) for spans;
+- `schedule` and `flood` (`sim.doorbell_families`): scheduled batches whose doorbells are deferred or rung by a
+  keyed retry, and floods of many tenants' one-item submits behind one drain;
 - `platform`: the host's lock renewals failing while functions run, settlements failing, Service Bus refusing
   sends or dropping its link while deliveries go on, slow storage, sync handlers;
 - `replay`: tenants as callers (`TENANT_FROM=principal`) whose batches end with chunks parked (items failing past
@@ -26,6 +28,7 @@ from dataclasses import replace
 
 from shared.ops.replay_marks import CLAIM_S
 from sim import history, notice_drills
+from sim.doorbell_families import flood, schedule
 from sim.host import RESULTS
 from sim.receiver import SECRET
 from sim.scenario import BASIC, FAMILIES, SIZES, Crash, ReplayCall, Scenario, Span, Submit, draw_settings
@@ -71,6 +74,8 @@ def draw(seed: int, *, faults: bool = True, family: str = "random") -> Scenario:
         replays(scenario, rng, instances)
     elif family == "history":
         history.history(scenario, rng, instances, submits)
+    elif family in ("schedule", "flood"):
+        (schedule if family == "schedule" else flood)(scenario, rng, instances)
     else:
         platform(scenario, rng, instances)
     scenario.submits.sort(key=lambda s: s.at_s)

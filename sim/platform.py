@@ -18,7 +18,7 @@ from typing import Any
 from shared.ops import lifecycle, notice_sweep, reports
 from shared.services import Services
 from shared.watch import fallback
-from sim import callers, costs, notice_drills, replayers
+from sim import callers, costs, doorbells, notice_drills, progress, replayers
 from sim.host import FUNCTION_TIMEOUT_S, Instance
 
 # The world (`sim.world.World`) is passed in, not imported: it imports this module.
@@ -51,6 +51,9 @@ FEATURES = (
     "send-refused",  # Service Bus refused a send while delivering
     "link-error",  # the publisher's link dropped during a send
     "history",  # a cancel answered over a week of ended markers in storage (`sim.costs`)
+    "doorbell-deferred",  # a scheduled batch answered 202 while Service Bus refused its doorbell (`sim.progress`)
+    "schedule-retried",  # a scheduled batch answered 202 by a retry after the instance of its submit died
+    "late-doorbell",  # a doorbell came after its process's closing look saw its work taken (`sim.doorbells`)
 )
 
 
@@ -59,6 +62,8 @@ def start(world: World) -> None:
     scenario = world.scenario
     costs.start(world)  # the listing page and the history in storage, before anything runs
     world.spawn(timer(world), "timer")
+    progress.start(world)  # a batch with visible work is handled within a bound (`sim.progress`)
+    doorbells.start(world)  # a doorbell delivered after its work was taken costs nothing (`sim.doorbells`)
     for span in scenario.renewals:
         world.spawn(renewals_fail(world, span.start_s), "renewals fail")
     for at_s, label in scenario.api_cancels:

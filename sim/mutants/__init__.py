@@ -10,8 +10,8 @@ handler limits, high starts, time, errors), `reports` (the status route, the bat
 (storage transactions), `idle` (what an idle app costs), `lifecycle` (cancel, expiry, stamps, notices, replay),
 `outcomes` (what an item ends as), `replaying` (what a replay promises its caller), `notices` (notice attempts, the
 callback allow list, what the status route shows of a failed attempt), `carriers` (a replay's carrier), `records`
-(a record's positions), `history` (the cancel bound under late listings, costs that grow with history). `runner`
-hunts the seeds.
+(a record's positions), `history` (the cancel bound under late listings, costs that grow with history),
+`doorbells` (scheduled doorbells, a flood's late ones). `runner` hunts the seeds.
 
 A defect this cannot catch is in the table too, with why (a path the simulated world never takes, a fault it
 does not model). A fix that cannot be put back as a patch of today's code has no mutant.
@@ -23,6 +23,7 @@ from sim.mutants import (
     admission,
     carriers,
     costs,
+    doorbells,
     engine,
     history,
     idle,
@@ -50,6 +51,7 @@ MUTANTS: list[Mutant] = [
     *carriers.MUTANTS,
     *records.MUTANTS,
     *history.MUTANTS,
+    *doorbells.MUTANTS,
 ]
 
 __all__ = ["MUTANTS", "Mutant"]

@@ -12,9 +12,10 @@ import pytest
 
 from shared.batch import results
 from shared.batch.verdicts import CommittedAttempts
+from shared.bus.deferrals import DeferredTriggers
 from shared.core import webhooks
 from shared.core.lanes import LaneOrder
-from shared.engine import chunks, drainer, lane_watch, settling, wakeups
+from shared.engine import chunks, drainer, lane_watch, serve, settling, wakeups
 from shared.engine.chunks import ChunkWork
 from shared.engine.drainer import Drainer
 from shared.engine.fair_slots import FairSlots
@@ -22,7 +23,7 @@ from shared.engine.held import HeldMessages
 from shared.engine.limits import HandlerLimits
 from shared.engine.settling import Settler
 from shared.engine.wakeups import Wakeups
-from shared.intake import submit
+from shared.intake import doorbells, submit
 from shared.ops import lifecycle, notice_sweep, notices, progress, replay_marks, status
 from shared.store import ended, leases
 from shared.watch import fallback, lookout
@@ -45,6 +46,10 @@ CAUGHT = [
     ("discard-replaces-outcome", 2),  # lifecycle: cancelled or expired only unrun (issue 36 item 2)
     ("replay-strands-chunk", 24),  # lifecycle: a replayed chunk is never stranded (issue 36 item 1)
     ("closed-chunks-starve-replay", 1),  # replay: a synchronous replay makes progress (issue 36 item 5)
+    ("keyed-retry-rings-at-once", 4),  # schedule: progress (issue 36 item 6, the keyed half)
+    ("deferred-doorbell-rings-at-once", 3),  # schedule: progress (issue 36 item 6, the deferral half)
+    ("doorbell-before-visible", 3),  # schedule: progress (the scheduled doorbell's margin)
+    ("late-doorbells-drain", 3),  # flood: a late doorbell costs no storage call (issue 36 item 16)
     ("null-widens-replay", 2),  # replay: a replay takes only what it was asked for (issue 36 item 15)
     ("notice-claim-held-for-the-delay", 29),  # lifecycle: one notice's attempts never overlap (issue 36 item 10)
     ("notice-redelivered-past-the-deadline", 1),  # lifecycle: no attempt but the first past the deadline (item 10)
@@ -133,7 +138,7 @@ def _attributes() -> dict[tuple[str, str], Any]:
     owners: list[Any] = [drainer, Drainer, HeldMessages, LaneOrder, FairSlots, HandlerLimits, wakeups, Wakeups, submit,
                          progress, status, lifecycle, lookout, lookout.Chain, fallback, lane_watch, results, chunks,
                          ChunkWork, settling, Settler, leases, CommittedAttempts, notice_sweep, notices,
-                         webhooks, replay_marks, ended]  # fmt: skip
+                         webhooks, replay_marks, ended, serve, doorbells, DeferredTriggers]  # fmt: skip
     return {(repr(owner), name): value for owner in owners for name, value in vars(owner).items()}
 
 
