@@ -95,6 +95,8 @@ ALONE = [
     "cancel-prunes-every-marker",
     "look-lists-every-marker",
     "page-reads-a-window",
+    "doorbell-before-visible",
+    "late-doorbells-drain",
     "replay-rings-at-end",
     "no-continuation-at-budget",
 ]
