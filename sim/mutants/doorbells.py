@@ -71,7 +71,7 @@ MUTANTS = [
     Mutant("deferred-doorbell-rings-at-once", "543e913 (issue 36 item 6)", "a scheduled batch's deferred doorbell "
            "rings once Service Bus answers, not at its start", _deferred_doorbell_rings_at_once, family="schedule",
            expect=PROGRESS, invariant=PROGRESS_ROW),
-    Mutant("doorbell-before-visible", "9865745 (found by progress)", "a scheduled batch's doorbell "
+    Mutant("doorbell-before-visible", "VISIBLE_MARGIN (issue 36 item 6)", "a scheduled batch's doorbell "
            "comes at its not_before, before its chunks are visible", _doorbell_at_the_start, family="schedule",
            expect=PROGRESS, invariant=PROGRESS_ROW),
     Mutant("late-doorbells-drain", "166fdf3 (issue 36 item 16)", "a flood's doorbells delivered after the drain "
