@@ -65,7 +65,7 @@ CAUGHT = [
     ("replay-rings-at-end", 73),  # replay: a replay announces what it puts back (the audit's; issue 26 item 5)
     ("no-look-chain", 1),  # storage, every doorbell lost: the look bound after a 202
     ("delete-before-record", 9),  # storage, result writes failing: every accepted batch completes
-    ("doorbell-attempt-is-storage-word", 9),  # submit, forged doorbells: every accepted batch completes
+    ("doorbell-attempt-is-storage-word", 8),  # submit, forged doorbells: every accepted batch completes
     ("no-continuation-at-budget", 2),  # platform: no lost wake-up (sim.wakeups)
     ("list-counts-raw", 31),  # storage: the batch list agrees with the status route
     ("export-line-per-record", 31),  # storage: the export lists each position once
