@@ -229,9 +229,13 @@ class Settler:
                     client_request_id=request_id(),
                 )
         except (ResourceMissing, PopReceiptMismatch):
+            # Someone else holds it now, or it is gone; or storage applied this very update and its answer was lost,
+            # the SDK's retry then meeting the new pop receipt: hidden for `visibility_s` with nobody holding it. A
+            # wake-up for when it would reappear covers that case (one scheduled event, coalesced with the others).
             log.warning(
                 "message %s on %s was taken over before it could be updated", item.message.id, item.queue.queue_name
             )
+            await self.wakeups.wake_at(epoch_ms() + visibility_s * 1000)
             return False
         item.visible_at_ms = epoch_ms() + visibility_s * 1000
         self.wakeups.note_visible(item.visible_at_ms)
