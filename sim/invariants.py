@@ -57,6 +57,7 @@ from sim.cost_promises import look_cost
 from sim.costs import looks_charged
 from sim.loop import Stalled
 from sim.promises import Promises, incidents_watched
+from sim.wakeups import stops_watched
 
 # The world (`sim.world.World`) is passed in, not imported: it imports this module.
 World = Any
@@ -210,6 +211,7 @@ def held_watched(world: World) -> Iterator[None]:
             errors_watched(world),
             incidents_watched(world),
             looks_charged(world, look_cost),  # each look at the ended batches held to its cost (`sim.costs`)
+            stops_watched(world),  # no lost wake-up, judged as each drain stops (`sim.wakeups`)
         ):
             world.promises = Promises(world)  # stamps and liveness (`sim.promises`); the rest after the run
             world.spawn(world.promises.watch(), "promises")

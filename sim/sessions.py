@@ -16,7 +16,6 @@ from typing import Any
 from shared.batch import envelope
 from shared.core.events import TriggerEvent
 from shared.handlers import ChunkContext
-from sim import wakeups
 from sim.host import FUNCTION_TIMEOUT_S, INSTANCE, Instance, SimSyncHandler
 
 log = logging.getLogger(__name__)
@@ -87,7 +86,6 @@ class Sessions:
         )
         if report.outcome == "budget":
             world.features.add("budget")
-        wakeups.left_behind(world, instance, event, report, took_s)  # no lost wake-up (docs/design.md)
         bound = world.settings.drain_budget_s + SESSION_MARGIN_S
         began = world.loop.time() - took_s
         # A session waits for its chunks in flight: one whose handler call hung ends with that call; with

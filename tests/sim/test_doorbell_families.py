@@ -38,3 +38,16 @@ def test_scheduled_batches_whose_doorbells_were_deferred_or_rung_by_a_retry_star
     met = {seen[0].labels[batch].label: (delay, bound) for batch, delay, bound in progress.met}
     delay, bound = met["b4"]
     assert 0 <= delay <= bound
+
+
+@pytest.mark.slow
+def test_a_drain_is_judged_for_lost_wake_ups_as_it_stops_not_as_its_function_returns() -> None:
+    """Flood seed 99: i0's drain of work-0 stops with work possibly left (an express page came back full) and
+    publishes its `continue`; i1 takes it and finds the partition empty while i0's function still finalises the
+    batches its drain touched, and meanwhile a submit stores a chunk on work-0 and has yet to ring its doorbell.
+    Judged as i0's function returned, that chunk looked left behind with no wake-up; the drain had left nothing."""
+    outcome = run(99, family="flood")
+    assert outcome.ok, outcome.report()
+    trace = [line.split(maxsplit=1)[1] for line in outcome.trace]
+    served = trace.index("i1 continue work-0/0: empty in 0.1 s")  # the schedule moved: find the shape again
+    assert "i0 submitted work-0/0: lease-lost in 1.2 s" in trace[served:], outcome.report()
