@@ -52,7 +52,7 @@ test: setup
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope
 
 ## make simulate SEEDS=N [START=S] [FAMILY=all|random|submit|limits|storage|priority|volume|lifecycle|idle|platform|history]: the engine in the
-## deterministic simulation, N seeds with faults per family (all: every family, volume N/50), and the feature reach per family (sim/);
+## deterministic simulation, N seeds with faults per family (all: every family, volume N/50, history and flood N/5), and the feature reach per family (sim/);
 ## a failing seed prints its scenario and schedule; replay one with: python -m sim --seed K
 SEEDS ?= 1000
 FAMILY ?= all

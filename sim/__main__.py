@@ -14,8 +14,9 @@ from sim.platform import FEATURES
 from sim.scenario import FAMILIES
 from sim.world import run
 
-# `all` runs SEEDS / this many seeds of these families (a volume seed takes ~10 s, a history seed ~3 s of CPU)
-SHARE = {"volume": 50, "history": 5}
+# `all` runs SEEDS / this many seeds of these families (a volume seed takes ~10 s, a history seed ~3 s of CPU, a
+# flood seed ~2.3 s)
+SHARE = {"volume": 50, "history": 5, "flood": 5}
 
 
 def main(argv: list[str] | None = None) -> int:
