@@ -153,9 +153,13 @@ async def schedule(services: Services, queue: str, chain: Chain, etag: str | Non
     try:
         await write_json(container, layout.look_blob(queue), armed.to_json(), etag=etag, create_only=etag is None)
     except (PreconditionFailed, ResourceConflict):
-        log.info("look chain of %s armed elsewhere first; this look is withdrawn", queue)
-        await withdraw(services, sequence)
-        return False
+        # Another writer first; or storage applied this very write and its answer was lost, the SDK's retry then
+        # meeting the new ETag. Withdrawing our own look then left the blob naming a look that never came: the
+        # chain dead until the timer's tick (the simulation's storage seed 168). The token is this call's alone.
+        if (await read(services, queue))[0].token != token:
+            log.info("look chain of %s armed elsewhere first; this look is withdrawn", queue)
+            await withdraw(services, sequence)
+            return False
     except StorageError:
         await withdraw(services, sequence)
         raise
@@ -206,8 +210,10 @@ async def look(services: Services, event: TriggerEvent) -> str:
         try:
             etag = await write_json(container, layout.look_blob(queue), ended.to_json(), etag=etag)
         except PreconditionFailed:
-            log.info("look chain of %s re-armed while it looked; that look goes on", queue)
-            return "superseded"
+            stored, etag = await read(services, queue)
+            if stored.ended_by != event.token:  # not our own write with its answer lost (see `schedule`)
+                log.info("look chain of %s re-armed while it looked; that look goes on", queue)
+                return "superseded"
         chain = ended
     # Ended before this second read: a submit that enqueued before it is seen here, any later one arms anew.
     if await inspect.depth_of(services, queue):
