@@ -181,7 +181,8 @@ class HandlerLimits:
 
     async def count(self) -> None:
         """Count the drainers leasing now and move this one's claim (one listing, one read, a write if it
-        changes; best effort: on a storage error or a concurrent write the claim stands until the next count)."""
+        changes; best effort: on a storage error or a concurrent write the claim stands until the next count, only
+        lowered if this count lowered it)."""
         self._counted_at = self.clock()
         try:
             await self._count()
@@ -218,9 +219,13 @@ class HandlerLimits:
             self.claim = wanted
             return
         claims[self.own_lease] = wanted
+        # Lowered here at once, raised only once written: a chunk admitted during the write against the old claim
+        # would run in room the write gives another drainer (the simulator found two calls under a limit of 1).
+        before = self.claim
+        self.claim = Claim(min(before.chunks, wanted.chunks), min(before.items_per_s, wanted.items_per_s))
         body = {"drainers": {name: c.as_json() for name, c in sorted(claims.items())}}
         await write_json(self.state, ALLOCATION_BLOB, body, etag=etag, create_only=etag is None)
-        if wanted != self.claim:
+        if wanted != before:
             log.info(
                 "handler limits: %d drainer(s) leasing; this one may start %s items/s and hold %s chunk(s)",
                 len(live), _shown(self.rate if self.items_per_s is None else wanted.items_per_s),
