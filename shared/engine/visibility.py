@@ -58,6 +58,9 @@ class _Keeper:
             item.visible_at_ms = epoch_ms() + self.visibility_s * 1000
             self.extended(item.visible_at_ms)
         except Exception as e:
+            # Storage may have applied it with its answer lost (the SDK's retry then refused: a new pop receipt):
+            # hidden till then with nobody holding it. Whoever leaves it for redelivery wakes for then, not before.
+            item.visible_at_ms = max(item.visible_at_ms, epoch_ms() + self.visibility_s * 1000)
             self.failed = e
             if self.working and self.task is not None:
                 self.cancelled_work = True
