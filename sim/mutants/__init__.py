@@ -9,9 +9,10 @@ of uncommitted or replaced attempts, what a submit answers), `looks` (the look b
 handler limits, high starts, time, errors), `reports` (the status route, the batch list, the export), `costs`
 (storage transactions), `idle` (what an idle app costs), `lifecycle` (cancel, expiry, stamps, notices, replay),
 `outcomes` (what an item ends as), `replaying` (what a replay promises its caller), `notices` (notice attempts, the
-callback allow list, what the status route shows of a failed attempt), `carriers` (a replay's carrier), `records`
-(a record's positions), `history` (the cancel bound under late listings, costs that grow with history),
-`doorbells` (scheduled doorbells, a flood's late ones). `runner` hunts the seeds.
+callback allow list, what the status route shows of a failed attempt), `carriers` (a replay's carrier), `claims`
+(a drainer's claim on the handler limits), `records` (a record's positions), `history` (the cancel bound under late
+listings, costs that grow with history), `doorbells` (scheduled doorbells, a flood's late ones). `runner` hunts the
+seeds.
 
 A defect this cannot catch is in the table too, with why (a path the simulated world never takes, a fault it
 does not model). A fix that cannot be put back as a patch of today's code has no mutant.
@@ -22,6 +23,7 @@ from __future__ import annotations
 from sim.mutants import (
     admission,
     carriers,
+    claims,
     costs,
     doorbells,
     engine,
@@ -49,6 +51,7 @@ MUTANTS: list[Mutant] = [
     *notices.MUTANTS,
     *idle.MUTANTS,
     *carriers.MUTANTS,
+    *claims.MUTANTS,
     *records.MUTANTS,
     *history.MUTANTS,
     *doorbells.MUTANTS,
