@@ -42,12 +42,12 @@ def test_scheduled_batches_whose_doorbells_were_deferred_or_rung_by_a_retry_star
 
 @pytest.mark.slow
 def test_a_drain_is_judged_for_lost_wake_ups_as_it_stops_not_as_its_function_returns() -> None:
-    """Flood seed 99: i0's drain of work-0 stops with work possibly left (an express page came back full) and
-    publishes its `continue`; i1 takes it and finds the partition empty while i0's function still finalises the
-    batches its drain touched, and meanwhile a submit stores a chunk on work-0 and has yet to ring its doorbell.
-    Judged as i0's function returned, that chunk looked left behind with no wake-up; the drain had left nothing."""
+    """Flood seed 99 at 5d3667f: i0's drain of work-0 stopped with work possibly left (an express page came back
+    full) and published its `continue`; i1 took it and found the partition empty while i0's function still
+    finalised the batches its drain touched, and meanwhile a submit stored a chunk on work-0 and had yet to ring its
+    doorbell. Judged as i0's function returned, that chunk looked left behind with no wake-up. The app's fixes of
+    612b9cc and 83100d0 moved that schedule (no flood seed of 0-49 and 100-149 has the shape now), so the seed
+    stays here as a fixed seed that must pass; the correction's own demonstration is in 5d3667f's message."""
     outcome = run(99, family="flood")
     assert outcome.ok, outcome.report()
-    trace = [line.split(maxsplit=1)[1] for line in outcome.trace]
-    served = trace.index("i1 continue work-0/0: empty in 0.1 s")  # the schedule moved: find the shape again
-    assert "i0 submitted work-0/0: lease-lost in 1.2 s" in trace[served:], outcome.report()
+    assert outcome.features, outcome.report()  # it ran a flood: the world reached its doors

@@ -52,7 +52,7 @@ CAUGHT = [
     ("late-doorbells-drain", 3),  # flood: a late doorbell costs no storage call (issue 36 item 16)
     ("null-widens-replay", 2),  # replay: a replay takes only what it was asked for (issue 36 item 15)
     ("notice-claim-held-for-the-delay", 33),  # lifecycle: one notice's attempts never overlap (issue 36 item 10)
-    ("notice-redelivered-past-the-deadline", 7),  # lifecycle: no attempt but the first past the deadline (item 10)
+    ("notice-redelivered-past-the-deadline", 9),  # lifecycle: no attempt but the first past the deadline (item 10)
     ("callback-allowed-by-host", 0),  # lifecycle: no submit or POST to another origin (issue 36 item 14)
     ("notice-error-shown-raw", 1),  # lifecycle: no API answer carries the receiver's words (issue 36 item 14)
     ("lane-depths-every-tick", 0),  # idle: storage transactions an hour while idle within the README's budget
