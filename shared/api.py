@@ -218,13 +218,11 @@ def results_request(params: Mapping[str, str], items: int) -> tuple[str | None, 
         status = batch_lifecycle.checked_status(params.get("status"))
     except ValueError as e:
         raise MalformedRequest(str(e)) from None
-    text = params.get("limit", str(DEFAULT_RESULT_LINES))
-    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_RESULT_LINES):
-        raise MalformedRequest(f'"limit" must be an integer from 1 to {MAX_RESULT_LINES}')
+    limit = int_param(params, "limit", DEFAULT_RESULT_LINES, 1, MAX_RESULT_LINES)
     token = params.get("continuation", "0")
     if not (token.isascii() and token.isdigit() and len(token) <= 12 and int(token) <= items):
         raise MalformedRequest('"continuation" must be the X-Continuation a previous page of this batch answered')
-    return status, int(text), int(token)
+    return status, limit, int(token)
 
 
 async def batch_results(

@@ -71,9 +71,12 @@ def epoch_ms(when: datetime) -> int:
 def checked_expires_in_s(text: str | None) -> int | None:
     if text is None:
         return None
-    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_EXPIRES_IN_S):
+    # Its length is checked before it is parsed: Python refuses int() of more than 4,300 digits (issue 26 item 3).
+    digits = text.lstrip("0") or "0"
+    short = len(digits) <= len(str(MAX_EXPIRES_IN_S))
+    if not (text.isascii() and text.isdigit() and short and 1 <= int(digits) <= MAX_EXPIRES_IN_S):
         raise ValueError(f'"expires_in_s" must be a whole number of seconds from 1 to {MAX_EXPIRES_IN_S} (30 days)')
-    return int(text)
+    return int(digits)
 
 
 def checked_not_before(text: str | None, now: datetime) -> datetime | None:
