@@ -21,6 +21,7 @@ import asyncio
 import logging
 import math
 import time
+from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
@@ -65,7 +66,8 @@ async def replay(
     """Replay parked chunks matching `batch_id` and/or `message_ids` (all, when neither is given: the HTTP route
     asks for `"all": true` to mean that), oldest first, at most `limit` of them; with `rate`, at most that many
     chunks per second, so a fixed downstream is not hit by the whole backlog at once. Every call stops taking
-    chunks after `window_s` (default MAX_REPLAY_S) whatever its rate, having taken at least one: the answer's
+    chunks after `window_s` (default MAX_REPLAY_S) whatever its rate, or earlier when a chunk like the longest it
+    took would end past that (`Window`), having taken at least one: the answer's
     `more` says to call again for the rest. Each partition's doorbell rings (and its look chain is armed) as its
     first chunk goes back, not after the loop: a call that fails or stops part-way leaves nothing it put back
     unannounced.
@@ -81,7 +83,7 @@ async def replay(
     pace = Pace(rate)
     if rate is not None:  # what fits in one answer at this pace
         limit = min(limit, 1 + math.floor(window_s * rate))
-    deadline = time.monotonic() + window_s
+    window = Window(window_s)
     announcer = Announcer(services)
     replayed: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
@@ -97,16 +99,20 @@ async def replay(
             if left <= 0:
                 more = True
                 break
-            found = await poison_index.find(
+            # Each entry is read as its turn comes, after the clock is looked at: the reads count in the time bound.
+            oldest = await poison_index.oldest(
                 state, name, batch_id=batch_id, message_ids=message_ids, limit=left, exclude=frozenset(seen)
             )
-            if not found:
+            if not oldest:
                 break
-            for entry in found:
-                if (replayed or skipped or set_aside) and time.monotonic() >= deadline:
+            for message_id in oldest:
+                if window.closed(bool(replayed or skipped or set_aside)):
                     more = True
                     break
-                seen.add(entry.message_id)
+                seen.add(message_id)
+                entry = await poison_index.get(state, name, message_id)
+                if entry is None:  # replayed or set aside meanwhile by another call
+                    continue
                 parked = from_entry(entry)
                 if parked.message.chunk_text is None:
                     skipped.append({**parked.summary(), "why": "not a chunk: inspect it and fix it by hand"})
@@ -117,6 +123,7 @@ async def replay(
                     set_aside += 1
                     continue
                 await pace.next()
+                window.begin()  # the wait for its pace is not the chunk's
                 try:
                     left_why = await _replay_one(services, client, entry, parked, announcer, work_queue)
                 except ReplayConflict as e:
@@ -206,6 +213,31 @@ class Announcer:
                 await lane_queues.mark(self.services, lane)
             except StorageError as e:
                 log.warning("replayed chunks on %s: lane not marked again (the timer's look covers it): %s", lane, e)
+
+
+class Window:
+    """When a replay call stops taking chunks: `window_s` after it began, or as soon as what is left of that is
+    shorter than the longest chunk it took so far (one begun then would end past the window: a background step's
+    claim, STEP_S + CLAIM_MARGIN_S, lapses while storage answers seconds late); always after one chunk at least."""
+
+    def __init__(self, window_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.deadline = clock() + window_s
+        self.longest = 0.0
+        self.began: float | None = None  # when the chunk in hand was begun
+
+    def closed(self, taken: bool) -> bool:
+        """Looked at before each chunk (`taken`: it took one already); the chunk before it ends here."""
+        now = self.clock()
+        if self.began is not None:
+            self.longest = max(self.longest, now - self.began)
+        if taken and now + self.longest >= self.deadline:
+            return True
+        self.began = now
+        return False
+
+    def begin(self) -> None:
+        self.began = self.clock()
 
 
 class Pace:

@@ -89,15 +89,31 @@ async def find(
     exclude: frozenset[str] = frozenset(),
 ) -> list[Entry]:
     """The `limit` oldest entries of one poison queue matching the batch and/or ids (all when neither), oldest
-    first; never those in `exclude` (a background replay's chunks it already left parked). One listing (a page
-    per 5,000 entries), sorted by when each was parked, then one read per entry answered."""
-    listed = await listing(container, poison_queue, batch_id=batch_id, message_ids=message_ids, exclude=exclude)
+    first; never those in `exclude` (a background replay's chunks it already left parked). `oldest`, then one
+    read per entry answered."""
     found = []
-    for _, message_id in sorted(listed)[:limit]:
+    for message_id in await oldest(
+        container, poison_queue, batch_id=batch_id, message_ids=message_ids, limit=limit, exclude=exclude
+    ):
         entry = await get(container, poison_queue, message_id)
         if entry is not None:
             found.append(entry)
     return found
+
+
+async def oldest(
+    container: ContainerClient,
+    poison_queue: str,
+    *,
+    batch_id: str | None,
+    message_ids: set[str] | None,
+    limit: int,
+    exclude: frozenset[str] = frozenset(),
+) -> list[str]:
+    """The message ids of `find`'s entries, with no read: one listing (a page per 5,000 entries), sorted by when
+    each was parked. A caller bounded by time (`shared.ops.replay`) reads each entry (`get`) as its turn comes."""
+    listed = await listing(container, poison_queue, batch_id=batch_id, message_ids=message_ids, exclude=exclude)
+    return [message_id for _, message_id in sorted(listed)[:limit]]
 
 
 async def listing(

@@ -757,3 +757,50 @@ async def test_a_replay_that_names_nothing_or_a_null_is_a_400_and_replays_nothin
     assert (await poison.get_queue_properties()).approximate_message_count == 3, "nothing was replayed"
     code, answer = await post_replay(app_functions, {"all": True})
     assert (code, answer["replayed"]) == (200, 3), answer
+
+
+async def test_a_replay_past_its_time_bound_reads_no_parked_entry_it_does_not_take(configure, monkeypatch):
+    # Issue 26 item 2, found by the simulation: the replay read every entry it might take (up to its limit, 1,000
+    # by default, one request each) before it looked at its clock, so with storage answering seconds late a step
+    # of a background job outlived its claim, and a large synchronous replay its time bound, on reads alone.
+    from shared.ops import replay
+    from shared.store import poison_index
+
+    services = configure(
+        publisher=RecordingPublisher(), HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1",
+        CHUNK_MAX_ITEMS="10",
+    )  # fmt: skip
+    batch_id = await parked(services)
+    read = poison_index.get
+    reads: list[str] = []
+
+    async def counted(container: Any, poison_queue: str, message_id: str) -> Any:
+        reads.append(message_id)
+        return await read(container, poison_queue, message_id)
+
+    monkeypatch.setattr(poison_index, "get", counted)
+    answer = await replay.replay(services, window_s=0.0)  # its time is up after the first chunk it takes
+    assert (answer["replayed"], answer["more"]) == (1, True), answer
+    assert len(reads) == 1, f"read {len(reads)} parked entries to take one"
+    answer = await replay.replay(services, batch_id=batch_id)
+    assert (answer["replayed"], answer["more"]) == (2, False), answer
+    assert (await finish(services, batch_id))["items"]["succeeded"] == 40 - 3
+
+
+def test_a_replay_stops_taking_chunks_once_one_like_its_longest_would_end_past_its_window():
+    # Found by the simulation: with every storage request seconds late, a background step stopped taking chunks at
+    # its 60 s but its last one (and its progress write) ended 37 s later, past its claim (60 s + 30 s).
+    from shared.ops.replay import Window
+
+    now = [100.0]
+    window = Window(60.0, clock=lambda: now[0])
+    assert not window.closed(taken=False), "the first chunk is always taken"
+    for at in (110.0, 125.0, 135.0):  # chunks of 10, 15 and 10 s: the longest 15 s
+        now[0] = at
+        assert not window.closed(taken=True), at
+    now[0] = 146.0  # 14 s left: one like the longest (15 s) would end past the window
+    assert window.closed(taken=True)
+    late = Window(60.0, clock=lambda: now[0])
+    now[0] = 400.0
+    assert not late.closed(taken=False), "past its window, it still takes one chunk"
+    assert late.closed(taken=True)
