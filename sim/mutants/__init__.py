@@ -11,7 +11,8 @@ handler limits, high starts, time, errors), `reports` (the status route, the bat
 `outcomes` (what an item ends as), `replaying` (what a replay promises its caller), `notices` (notice attempts, the
 callback allow list, what the status route shows of a failed attempt), `carriers` (a replay's carrier), `claims`
 (a drainer's claim on the handler limits), `records` (a record's positions), `history` (the cancel bound under late
-listings, costs that grow with history), `doorbells` (scheduled doorbells, a flood's late ones). `runner` hunts the
+listings, costs that grow with history), `doorbells` (scheduled doorbells, a flood's late ones), `requests` (how a
+malformed request is refused), `replay_bounds` (a replay's time, the stale copies it leaves). `runner` hunts the
 seeds.
 
 A defect this cannot catch is in the table too, with why (a path the simulated world never takes, a fault it
@@ -34,8 +35,10 @@ from sim.mutants import (
     notices,
     outcomes,
     records,
+    replay_bounds,
     replaying,
     reports,
+    requests,
 )
 from sim.mutants.base import Mutant
 
@@ -55,6 +58,8 @@ MUTANTS: list[Mutant] = [
     *records.MUTANTS,
     *history.MUTANTS,
     *doorbells.MUTANTS,
+    *requests.MUTANTS,
+    *replay_bounds.MUTANTS,
 ]
 
 __all__ = ["MUTANTS", "Mutant"]
