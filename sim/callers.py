@@ -67,10 +67,11 @@ def routed() -> Iterator[None]:
         setattr(runtime, LOAD_SETTINGS, saved[1])
 
 
-async def on_instance(world: World, name: str, call: Callable[[], Awaitable[ApiResponse]],
-                      pick: int = 0, spent: Spent | None = None) -> tuple[Instance, ApiResponse] | None:  # fmt: skip
+async def on_instance(world: World, name: str, call: Callable[[], Awaitable[ApiResponse]], pick: int = 0,
+                      spent: Spent | None = None,
+                      wait_s: float = ANSWER_WAIT_S) -> tuple[Instance, ApiResponse] | None:  # fmt: skip
     """One request on a live instance (the `pick`th, wrapping): its answer, or None if none came (no instance
-    alive, the instance crashed, or no answer within ANSWER_WAIT_S). Its storage requests go to `spent`."""
+    alive, the instance crashed, or no answer within `wait_s`). Its storage requests go to `spent`."""
     candidates = world.live()
     if not candidates:
         return None
@@ -90,7 +91,7 @@ async def on_instance(world: World, name: str, call: Callable[[], Awaitable[ApiR
 
     task = instance.spawn(run(), name)
     try:
-        response = await asyncio.wait_for(asyncio.shield(done), ANSWER_WAIT_S)
+        response = await asyncio.wait_for(asyncio.shield(done), wait_s)
     except (TimeoutError, asyncio.CancelledError):
         done.cancel()  # what the call ends with now is nobody's (not "a Future exception never retrieved")
         task.cancel()

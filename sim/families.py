@@ -27,7 +27,7 @@ import random
 from dataclasses import replace
 
 from shared.ops.replay_marks import CLAIM_S
-from sim import history, notice_drills
+from sim import history, malformed, notice_drills, replay_time, second_parks
 from sim.doorbell_families import flood, schedule
 from sim.host import RESULTS
 from sim.receiver import SECRET
@@ -268,20 +268,25 @@ def replays(scenario: Scenario, rng: random.Random, instances: int) -> None:
         rate = rng.choice([None, None, 0.2, 0.5]) if what == "all" else None
         scenario.replay_calls.append(ReplayCall(round(at, 3), who, what, label, limit, rate))
         at += rng.uniform(2.0, 15.0)
-    slow_replay(scenario)
+    if slow_replay(scenario):
+        second_parks.aim(scenario)  # from a rng of its own
+    else:
+        replay_time.slow_backlog(scenario)  # from a rng of its own
+    scenario.malformed = malformed.draw(scenario.seed)  # from a rng of its own
 
 
-def slow_replay(scenario: Scenario) -> None:
+def slow_replay(scenario: Scenario) -> bool:
     """Drawn apart: in half the seeds, a batch still processing when the replays come (a handler call hanging until
     `functionTimeout` holds one of its chunks in one partition) while its parked chunks wait in the other, and the
     first replay of everything paced slowly, so the chunks it puts back first wait for a doorbell (`sim.replay_rings`).
     Service Bus loses nothing there (a lost doorbell would excuse the wait)."""
     rng = random.Random(f"slow-replay-{scenario.seed}")
     if rng.random() < 0.5:
-        return
+        return False
     scenario.settings["WORK_QUEUE_PARTITIONS"] = "2"
     scenario.handler_hang, scenario.bus_lose = rng.choice([0.03, 0.06]), 0.0
     first = next((n for n, r in enumerate(scenario.replay_calls) if (r.who, r.what) == ("operator", "all")), None)
     if first is not None:
         call = scenario.replay_calls[first]
         scenario.replay_calls[first] = replace(call, limit=3, rate=0.05)  # 20 s apart: within a client's minute
+    return True

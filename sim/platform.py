@@ -34,6 +34,7 @@ FEATURES = (
     "replayed",  # a replay put parked chunks back
     "replay-past-limit",  # a synchronous replay met more parked chunks than its limit (set aside, left parked)
     "replay-unnamed",  # a replay whose body names nothing (empty, {}, a null, options only) answered 400
+    "malformed",  # a malformed request (an integer of 4,301 digits, a replay naming no id) answered (`sim.malformed`)
     "notice",  # the receiver processed a completion notice
     "notice-retried",  # a notice attempt failed (receiver down, slow, failing or answer lost) and was retried
     "notice-killed",  # the notice drill killed an instance during a notice attempt (`sim.notice_drills`)

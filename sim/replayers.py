@@ -20,9 +20,8 @@ import json
 from typing import Any
 
 from shared import api
-from shared.core import layout
 from shared.ops.replay import MAX_REPLAY_S
-from sim import replay_rings
+from sim import malformed, replay_rings, replay_time, second_parks
 from sim.callers import as_caller, batch_of, on_instance
 from sim.scenario import ReplayCall
 
@@ -48,6 +47,8 @@ NAMING_NOTHING = {
 def start(world: World) -> None:
     if world.scenario.replay_calls:
         world.spawn(session(world, world.scenario.replay_calls), "replays")
+    malformed.start(world)  # the malformed requests among them
+    second_parks.start(world, everything)  # a parked chunk's second copy, in some seeds
 
 
 async def session(world: World, calls: list[ReplayCall]) -> None:
@@ -55,6 +56,8 @@ async def session(world: World, calls: list[ReplayCall]) -> None:
         await asyncio.sleep(max(0.0, call.at_s - world.now_s()))
         if call.what == "all":
             await everything(world, call)
+        elif call.what == "all-job":
+            await replay_time.job(world, parked)
         else:
             await once(world, call, request(world, call))
 
@@ -78,7 +81,9 @@ async def once(world: World, call: ReplayCall, body: bytes | None) -> dict[str, 
     headers = as_caller(world, None if call.who == "operator" else call.who)
     before = parked(world)
     began = world.now_s()
-    got = await on_instance(world, "POST /api/poison/replay", lambda: api.poison_replay(body, headers))
+    got = await on_instance(world, "POST /api/poison/replay", lambda: api.poison_replay(body, headers),
+                            wait_s=replay_time.REPLAY_WAIT_S)  # fmt: skip
+    replay_time.check(world, body, began, got is not None)
     if got is None:
         return None
     status, answer = got[1].status, dict(got[1].body)
@@ -118,6 +123,7 @@ async def everything(world: World, call: ReplayCall) -> None:
     """The operator's replay of everything, called again while it answers `more: true` (a tenant's is a 403)."""
     body = request(world, call)
     closed = {m: b for m, b in parked(world).items() if b is not None and ended_or_final(world, b)}
+    stale = second_parks.stale(world)
     starved = False
     for _ in range(MAX_PAGES):
         answer = await once(world, call, body)
@@ -137,6 +143,8 @@ async def everything(world: World, call: ReplayCall) -> None:
                     f"a replay of everything answered more: false, yet parked chunks of batch(es) {left}, final or "
                     f"ended before it began, are still parked ({STARVED})"
                 )
+            if body is not None:
+                second_parks.left(world, body, stale)
             return
         await asyncio.sleep(PAGE_GAP_S)
     world.violate(f"a replay of everything answered more: true {MAX_PAGES} times in a row ({STARVED})")
@@ -149,11 +157,4 @@ def ended_or_final(world: World, batch_id: str) -> bool:
 
 def parked(world: World) -> dict[str, str | None]:
     """Message id -> batch id of every parked chunk in the poison index (read from the account: no request)."""
-    state = world.account.containers.get(world.settings.state_container, {})
-    out: dict[str, str | None] = {}
-    for partition in world.settings.partition_queues():
-        prefix = layout.poison_index_prefix(world.settings.poison_queue(partition))
-        for name, blob in state.items():
-            if name.startswith(prefix):
-                out[name.removeprefix(prefix).removesuffix(".json")] = json.loads(blob.data).get("batch_id")
-    return out
+    return {m: doc.get("batch_id") for m, doc in second_parks.index_blobs(world).items()}

@@ -129,6 +129,8 @@ class Scenario:
     sends: list[Span] = field(default_factory=list)  # Service Bus sends "refused" or "link" errors; deliveries go on
     idle: list[Span] = field(default_factory=list)  # stretches with nothing to do (for the idle-cost check)
     replay_calls: list[ReplayCall] = field(default_factory=list)  # the `replay` family's, in order
+    malformed: list[tuple[float, str]] = field(default_factory=list)  # (when, which) `sim.malformed` sends
+    second_park: float | None = None  # when a parked chunk is parked a second time (`sim.second_parks`)
     drill: Any = None  # the notice drill of some lifecycle seeds (`sim.notice_drills.Drill`)
     # History at scale (`sim.costs`): ended markers of a week of cancels in storage before the run, a blob
     # listing's page (0: Azure's 5,000), and clients reading `pages` results pages of `limit` lines of a batch
@@ -304,6 +306,10 @@ class Scenario:
                        + (" in the background" if background else ""))  # fmt: skip
         for r in self.replay_calls:
             out.append(f"  replay {r.what} {r.label} by {r.who} at {r.at_s:.3f} s, limit {r.limit}, rate {r.rate}")
+        if self.second_park is not None:
+            out.append(f"  a parked chunk parked a second time at {self.second_park:.3f} s")
+        for at, name in self.malformed:
+            out.append(f"  malformed request {name} at {at:.3f} s")
         if self.history or self.list_page:
             out.append(f"  {self.history} ended markers of a week in storage; listing pages of {self.list_page}")
         for at, label, limit, start, count in self.exports:
