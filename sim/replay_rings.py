@@ -37,22 +37,27 @@ def watch(world: World, began: float, answer: dict[str, Any]) -> None:
     gap = 1.0 / float(rate) if rate else 0.0
     scenario = world.scenario
     bound = RING_BOUND_S + scenario.bus_delay_s + scenario.thread_start_s[1] + scenario.handler_s[1]
-    first: dict[str, tuple[str, int, float]] = {}
+    first: dict[str, tuple[str, int, float, float]] = {}
     for taken, chunk in enumerate(chunks):
         batch_id, index = chunk.get("batch_id"), chunk.get("chunk")
         if batch_id is None or index is None:
             continue
         partition = partition_for(world, batch_id, int(index))
-        # Its latest time back: the call paces every chunk it took (left parked too) before this one.
+        # Its earliest and latest times back: the call paces every chunk it took before this one, and perhaps
+        # those it left parked too (a second copy of one it put back).
+        earliest = began + gap * taken
         back = began + gap * (taken + len(answer.get("skipped") or []))
-        first.setdefault(partition, (batch_id, int(index), back))
-    for partition, (batch_id, index, back) in first.items():
-        world.spawn(check(world, partition, batch_id, index, back, bound), "replay ring check")
+        first.setdefault(partition, (batch_id, int(index), earliest, back))
+    for partition, (batch_id, index, earliest, back) in first.items():
+        world.spawn(check(world, partition, batch_id, index, earliest, back, bound), "replay ring check")
 
 
-async def check(world: World, partition: str, batch_id: str, index: int, back: float, bound: float) -> None:
+async def check(world: World, partition: str, batch_id: str, index: int, earliest: float, back: float,
+                bound: float) -> None:  # fmt: skip
     await asyncio.sleep(max(0.0, back + bound - world.now_s()))
-    started = [c.started_s for c in world.calls if (c.batch_id, c.chunk) == (batch_id, index) and c.started_s >= back]
+    started = [
+        c.started_s for c in world.calls if (c.batch_id, c.chunk) == (batch_id, index) and c.started_s >= earliest
+    ]
     if any(at <= back + bound for at in started) or excused(world, partition, back, bound) or closed(world, batch_id):
         return
     world.violate(

@@ -48,7 +48,7 @@ def start(world: World) -> None:
     if world.scenario.replay_calls:
         world.spawn(session(world, world.scenario.replay_calls), "replays")
     malformed.start(world)  # the malformed requests among them
-    second_parks.start(world, everything)  # a parked chunk's second copy, in some seeds
+    second_parks.start(world)  # a parked chunk's second copy, in some seeds
 
 
 async def session(world: World, calls: list[ReplayCall]) -> None:
@@ -60,6 +60,7 @@ async def session(world: World, calls: list[ReplayCall]) -> None:
             await replay_time.job(world, parked)
         else:
             await once(world, call, request(world, call))
+    await second_parks.once_stale(world, everything)
 
 
 def request(world: World, call: ReplayCall) -> bytes | None:

@@ -6,7 +6,8 @@ another copy of the chunk was replayed and handled), unless its batch was ended 
 A second copy is what a drainer that dies between its poison send and its work delete leaves (the chunk is
 redelivered past MAX_DEQUEUE_COUNT and parked again): the world makes one in some `replay` seeds (`aim`, drawn
 apart), just before the first replay, of a parked chunk of a batch still processing (`sim.families.slow_replay`'s
-hanging handler call), and the operator replays everything once more as soon as that copy is stale. (STALE)
+hanging handler call), and, once the family's replays are over, the operator replays everything once more as soon
+as that copy is stale. (STALE)
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -40,15 +42,17 @@ def aim(scenario: Scenario) -> None:
     scenario.second_park = round(min(r.at_s for r in scenario.replay_calls) - 2.0, 3)
 
 
-def start(world: World, everything: Callable[[World, ReplayCall], Awaitable[None]]) -> None:
+COPIES: weakref.WeakKeyDictionary[Any, tuple[str, str]] = weakref.WeakKeyDictionary()  # world: (copy, batch)
+
+
+def start(world: World) -> None:
     if world.scenario.second_park is not None:
-        world.spawn(park_again(world, world.scenario.second_park, everything), "second park")
+        world.spawn(park_again(world, world.scenario.second_park), "second park")
 
 
-async def park_again(world: World, at_s: float, everything: Callable[[World, ReplayCall], Awaitable[None]]) -> None:
+async def park_again(world: World, at_s: float) -> None:
     """The oldest parked chunk of a batch neither ended nor final is parked a second time, as its drainer's
-    redelivery would: sent to its poison queue again and indexed. Once the copy is stale (its other copy replayed
-    and handled) while its batch is still open, the operator replays everything (`everything`) once more."""
+    redelivery would: sent to its poison queue again and indexed."""
     await asyncio.sleep(at_s)
     live = [i for i in world.live() if i.services is not None]
     entries = [e for e in entries_of(world).values() if e.batch_id and open_batch(world, e.batch_id)]
@@ -67,9 +71,17 @@ async def park_again(world: World, at_s: float, everything: Callable[[World, Rep
         world.note(f"second park of a chunk of batch {str(entry.batch_id)[:8]} failed: {type(e).__name__}")
         return
     world.note(f"chunk of batch {str(entry.batch_id)[:8]} parked a second time: {sent.id}")
-    while open_batch(world, str(entry.batch_id)) and str(sent.id) in entries_of(world):
-        if str(sent.id) in stale(world):
-            world.note(f"the second copy {sent.id} is stale: the operator replays everything")
+    COPIES[world] = str(sent.id), str(entry.batch_id)
+
+
+async def once_stale(world: World, everything: Callable[[World, ReplayCall], Awaitable[None]]) -> None:
+    """After the family's replays (one at a time, so after them): once the second copy is stale (its other copy
+    replayed and handled) while its batch is still open, the operator replays everything (`everything`) once
+    more."""
+    copy, batch_id = COPIES.get(world, ("", ""))
+    while copy and open_batch(world, batch_id) and copy in entries_of(world):
+        if copy in stale(world):
+            world.note(f"the second copy {copy} is stale: the operator replays everything")
             await everything(world, ReplayCall(world.now_s(), "operator", "all"))
             return
         await asyncio.sleep(STALE_LOOK_S)
