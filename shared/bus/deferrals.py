@@ -3,8 +3,9 @@
 A deferred batch is stored and accepted; only its doorbell is missing, and the look chain (`shared.watch.lookout`)
 its submit would have armed. The process that accepted it tries both again with a growing delay while
 Service Bus stays away, for as long as the process lives, up to `GIVE_UP_S`; a process that dies first leaves
-the batch to the fallback timer's next tick, or to the next submit to that queue, which arms the chain. It
-costs nothing while nothing is deferred.
+the batch to the fallback timer's next tick, or to the next submit to that queue, which arms the chain. A chain
+that storage would not let a submit (or a replay) arm, its doorbell sent, is tried again the same way while
+storage fails. It costs nothing while nothing is deferred.
 """
 
 from __future__ import annotations
@@ -72,6 +73,9 @@ class DeferredTriggers:
                 except TriggerUnavailable as e:
                     log.info("deferred trigger for %s still waits for Service Bus: %s", key[0], e)
                     break
+                except StorageError as e:
+                    log.info("look chain of %s still waits for storage: %s", key[0], e)
+                    continue
                 del self._pending[key]
             delay = min(MAX_RETRY_S, delay * 2)
         if self._pending:
@@ -83,10 +87,9 @@ class DeferredTriggers:
             pending.event = None
             log.warning("deferred trigger for %s published once Service Bus answered", queue)
         if not pending.armed:
-            try:
-                await self._arm(queue, pending.at)
-            except StorageError as e:  # the doorbell rang; a look chain that cannot be written is the timer's
-                log.warning("could not arm the look chain of %s: %s", queue, e)
+            # Raises StorageError while storage fails: tried again at the next round. The chain is the net for a
+            # doorbell Service Bus took and then lost; left to the timer, its work waited up to 6 hours.
+            await self._arm(queue, pending.at)
             pending.armed = True
 
     async def close(self) -> None:

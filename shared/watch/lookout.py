@@ -129,15 +129,15 @@ async def arm(services: Services, queue: str, at: datetime | None = None) -> boo
 
 async def watch(services: Services, rang: TriggerEvent, at: datetime | None = None) -> None:
     """After work was stored in `rang.queue` and its doorbell `rang`: arm the queue's chain (its first look at
-    `at`, for work hidden until then). With Service Bus away this process tries again
-    (`shared.bus.deferrals`); with storage failing, the timer covers."""
+    `at`, for work hidden until then). With Service Bus away or storage failing this process tries again
+    (`shared.bus.deferrals`), and the timer covers a process that dies first. The chain is the net for a doorbell
+    lost after it was sent: leaving a storage failure to the timer left an accepted batch whose doorbell was lost
+    unlooked-at for up to its period, 6 hours (the simulation's storage seed 110)."""
     try:
         await arm(services, rang.queue, at)
-    except TriggerUnavailable as e:
+    except (TriggerUnavailable, StorageError) as e:
         log.warning("look chain of %s not armed (this process tries again): %s", rang.queue, e)
         services.deferred.add(rang, rang=True, at=at)
-    except StorageError as e:
-        log.warning("look chain of %s not armed (the fallback timer covers): %s", rang.queue, e)
 
 
 async def schedule(services: Services, queue: str, chain: Chain, etag: str | None, interval_ms: int) -> bool:
