@@ -12,7 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from shared.batch.batches import Manifest, State
-from shared.core.errors import StorageError
+from shared.bus.deferrals import DeferredTriggers
+from shared.core.errors import StorageError, TriggerUnavailable
 from shared.engine import settling
 from shared.engine.drainer import Drainer
 from shared.engine.held import HeldMessages
@@ -21,7 +22,7 @@ from shared.engine.wakeups import Wakeups
 from shared.intake import submit
 from shared.store.received import epoch_ms
 from shared.watch import fallback, lookout
-from sim.mutants.base import Mutant, swap
+from sim.mutants.base import Mutant, scoped, swap
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,34 @@ def _tick_ends_at_a_failed_partition() -> Iterator[None]:
 
 
 @contextmanager
+def _arm_storage_failure_left_to_timer() -> Iterator[None]:
+    """Issue 37 (storage seed 110): a look chain storage would not let a submit or replay arm is left to the timer,
+    and a deferral whose arm storage refuses is dropped, though the doorbell may be lost after it was sent."""
+
+    async def watch(services: Any, rang: Any, at: datetime | None = None) -> None:
+        try:
+            await lookout.arm(services, rang.queue, at)
+        except TriggerUnavailable:
+            services.deferred.add(rang, rang=True, at=at)
+        except StorageError as e:
+            log.warning("look chain of %s not armed (the fallback timer covers): %s", rang.queue, e)
+
+    async def try_once(self: DeferredTriggers, queue: str, pending: Any) -> None:
+        if pending.event is not None:
+            await self._publisher().publish(pending.event, at=pending.at)
+            pending.event = None
+        if not pending.armed:
+            try:
+                await self._arm(queue, pending.at)
+            except StorageError as e:
+                log.warning("could not arm the look chain of %s: %s", queue, e)
+            pending.armed = True
+
+    with scoped(lookout, "watch", watch):
+        yield from swap(DeferredTriggers, "_try", try_once)
+
+
+@contextmanager
 def _retry_delay_in_seconds() -> Iterator[None]:
     """A retried item's delay taken in seconds where it is milliseconds: the message is hidden for minutes, looked
     at all along (the look bound holds), handled long after the faults are over."""
@@ -180,6 +209,9 @@ MUTANTS = [
            invariant='the look bound (`Looks`)',
            why="as above, and the world's `BACKOFF_CEILING_MS` is 60 s, not 30 minutes, except in the `idle` family, "
                "whose items never retry, so no look there is armed far ahead"),
+    Mutant("arm-storage-failure-left-to-timer", "114829a (issue 37)", "a look chain storage would not let a "
+           "submit arm is left to the timer", _arm_storage_failure_left_to_timer, family="storage", expect=LOOKED,
+           invariant='a look after every 202 (`Looks`)'),
     Mutant("retry-delay-in-seconds", "none (made here)", "a retried item's delay taken in seconds, not "
            "milliseconds", _retry_delay_in_seconds, expect=SETTLED,
            invariant='liveness from the last fault (`sim.promises`)'),
