@@ -1,6 +1,7 @@
-"""`python -m sim --seeds N [--start S] [--family F|all] [--no-faults] [--seed K]`: run seeds, print failures with
-their schedule, the seeds per second, and how many seeds of each family reached each feature (`sim.platform.
-FEATURES`). A run of every family (`--family all`) fails if a feature was reached by no seed."""
+"""`python -m sim --seeds N [--start S] [--family F|all] [--no-faults] [--seed K] [--jobs J]`: run seeds, print
+failures with their schedule, the seeds per second, and how many seeds of each family reached each feature
+(`sim.platform.FEATURES`). A run of every family (`--family all`) fails if a feature was reached by no seed. The
+seeds run in J processes (`sim.pool`); what is printed is what one process prints, in seed order."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from sim.platform import FEATURES
+from sim.pool import ordered
 from sim.scenario import FAMILIES
 from sim.world import run
 
@@ -27,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--family", choices=(*FAMILIES, "all"), default="random", help="the scenario family")
     parser.add_argument("--no-faults", action="store_true", help="scenarios without faults")
     parser.add_argument("--stop", action="store_true", help="stop at the first failing seed")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: the CPUs)")
+    parser.add_argument("--digests", action="store_true", help="print each seed's fingerprint (`Outcome.digest`)")
     parser.add_argument("-v", "--verbose", action="store_true", help="the app's own warnings too")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.verbose else logging.CRITICAL)
@@ -37,44 +43,73 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(outcome.trace) if outcome.ok else "")
         return 0 if outcome.ok else 1
     families = FAMILIES if args.family == "all" else (args.family,)
-    failed: dict[str, list[int]] = {}
-    reach: dict[str, dict[str, int]] = {}
-    ran: dict[str, int] = {}
-    for family in families:
-        count = max(1, args.seeds // SHARE.get(family, 1)) if args.family == "all" else args.seeds
-        began = time.perf_counter()
-        done, bad, reached = seeds_of(family, range(args.start, args.start + count), args)
-        took = time.perf_counter() - began
-        failed[family], reach[family], ran[family] = bad, reached, done
-        print(f"{family}: {done} seed(s) in {took:.1f} s ({done / took:.2f} seeds/s), {len(bad)} failed: {bad}",
-              flush=True)  # fmt: skip
-        if args.stop and bad:
-            break
-    print(reach_table(reach, ran))
-    unreached = [f for f in FEATURES if not any(r.get(f) for r in reach.values())]
+    counts = {f: max(1, args.seeds // SHARE.get(f, 1)) if args.family == "all" else args.seeds for f in families}
+    ran = {family: Family() for family in families}
+    began = time.perf_counter()
+    for (family, seed, _), timed in ordered(tasks(counts, args), run_seed, args.jobs):
+        tally, seen = ran[family], timed.value
+        tally.done += 1
+        tally.cpu_s += timed.cpu_s
+        for feature in seen.features:
+            tally.reached[feature] = tally.reached.get(feature, 0) + 1
+        if args.digests:
+            print(f"{family} seed {seed}: {seen.digest}", flush=True)
+        if not seen.ok:
+            print(seen.report, flush=True)
+            tally.failed.append(seed)
+        if tally.done == counts[family] or (args.stop and not seen.ok):
+            now = time.perf_counter()
+            print(tally.line(family, max(now - began, 1e-6)), flush=True)
+            began = now
+            if args.stop and not seen.ok:
+                break
+    ran = {family: tally for family, tally in ran.items() if tally.done}
+    print(reach_table({f: t.reached for f, t in ran.items()}, {f: t.done for f, t in ran.items()}))
+    unreached = [f for f in FEATURES if not any(t.reached.get(f) for t in ran.values())]
     if args.family == "all" and unreached:
         print(f"FAILED: features no seed reached: {', '.join(unreached)}")
     if os.environ.get("PYTHONHASHSEED") is None:
         print("note: set PYTHONHASHSEED=0 for schedules that replay across processes", file=sys.stderr)
-    return 1 if any(failed.values()) or (args.family == "all" and unreached) else 0
+    return 1 if any(t.failed for t in ran.values()) or (args.family == "all" and unreached) else 0
 
 
-def seeds_of(family: str, seeds: range, args: argparse.Namespace) -> tuple[int, list[int], dict[str, int]]:
-    """(seeds run, seeds failed, seeds that reached each feature)."""
-    failed: list[int] = []
-    reached: dict[str, int] = {}
-    done = 0
-    for seed in seeds:
-        outcome = run(seed, faults=not args.no_faults, family=family)
-        done += 1
-        for feature in outcome.features:
-            reached[feature] = reached.get(feature, 0) + 1
-        if not outcome.ok:
-            print(outcome.report(), flush=True)
-            failed.append(seed)
-            if args.stop:
-                break
-    return done, failed, reached
+@dataclass
+class Family:
+    """One family's seeds in a run, so far."""
+
+    done: int = 0
+    failed: list[int] = field(default_factory=list)
+    reached: dict[str, int] = field(default_factory=dict)  # seeds that reached each feature
+    cpu_s: float = 0.0  # the seeds' CPU time, summed over the processes that ran them
+
+    def line(self, family: str, took: float) -> str:
+        """`took`: wall seconds from the previous family's last seed (or the start) to this one's."""
+        return (
+            f"{family}: {self.done} seed(s) in {took:.1f} s ({self.done / took:.2f} seeds/s; {self.cpu_s:.1f} CPU s, "
+            f"{self.done / max(self.cpu_s, 1e-6):.2f} seeds per CPU s), {len(self.failed)} failed: {self.failed}"
+        )
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What a worker sends back of one seed's `Outcome` (the pipe carries little)."""
+
+    ok: bool
+    report: str  # a failed seed's whole report ("" if it passed)
+    features: frozenset[str]
+    digest: str
+
+
+def tasks(counts: dict[str, int], args: argparse.Namespace) -> Iterator[tuple[str, int, bool]]:
+    for family, count in counts.items():
+        for seed in range(args.start, args.start + count):
+            yield family, seed, not args.no_faults
+
+
+def run_seed(task: tuple[str, int, bool]) -> Ran:
+    family, seed, faults = task
+    outcome = run(seed, faults=faults, family=family)
+    return Ran(outcome.ok, "" if outcome.ok else outcome.report(), outcome.features, outcome.digest())
 
 
 def reach_table(reach: dict[str, dict[str, int]], ran: dict[str, int]) -> str:

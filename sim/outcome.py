@@ -3,6 +3,7 @@ cost) and the error an invariant may raise to end a run at once (`Violation`).""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from sim.scenario import Scenario
@@ -29,6 +30,12 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return not self.violations
+
+    def digest(self) -> str:
+        """A fingerprint of the run: its schedule (the trace), what it broke and its virtual time; two runs of a
+        seed that differ in any of them differ in it (`python -m sim --digests`)."""
+        text = "\n".join([*self.trace, *self.violations, repr(self.virtual_s)])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def report(self) -> str:
         lines = [

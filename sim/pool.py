@@ -1,0 +1,73 @@
+"""Seeds in parallel: `ordered(tasks, work, jobs)` runs `work(task)` in `jobs` forked worker processes and yields
+each (task, result) in the order of `tasks`, whatever order they finished in, so a run prints what one process
+would have printed. Tasks are drawn lazily, only when a worker is free: a caller may change what the rest of the
+iterator yields from what it has been given so far (the mutant runner stops a row's seeds once one catches it),
+and the work begun beyond what the caller takes is at most what the workers ran meanwhile. Stopping early (a break,
+an error) terminates the workers. With one job everything runs in this process, as before.
+
+A seed's run depends only on its seed (`sim.world.run`: a fresh world and event loop each time), and a forked
+worker inherits this process's hash seed (PYTHONHASHSEED) and logging, so its schedule is this process's.
+`work` and the tasks and results cross a pipe: module-level functions and small picklable values."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import multiprocessing
+import queue
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from multiprocessing.pool import AsyncResult
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Timed(Generic[R]):
+    """A result and the CPU seconds its worker spent on it."""
+
+    value: R
+    cpu_s: float
+
+
+def timed(work: Callable[[T], R], task: T) -> Timed[R]:
+    began = time.process_time()
+    value = work(task)
+    return Timed(value, time.process_time() - began)
+
+
+def ordered(tasks: Iterable[T], work: Callable[[T], R], jobs: int) -> Iterator[tuple[T, Timed[R]]]:
+    """(task, its result with its CPU seconds), in task order, `work` run in `jobs` processes (1: this one)."""
+    if jobs <= 1:
+        for task in tasks:
+            yield task, timed(work, task)
+        return
+    finished: queue.Queue[int] = queue.Queue()  # the numbers of the tasks that ended (their callbacks ran)
+    pool = multiprocessing.get_context("fork").Pool(jobs)
+    try:
+        pending: deque[tuple[int, T, AsyncResult[Timed[R]]]] = deque()
+        ended: set[int] = set()
+        numbered = enumerate(tasks)
+        while True:
+            for number, task in itertools.islice(numbered, jobs - (len(pending) - len(ended))):
+                signal = functools.partial(_signal, finished, number)
+                pending.append((number, task, pool.apply_async(timed, (work, task), callback=signal,
+                                                               error_callback=signal)))  # fmt: skip
+            if not pending:
+                return
+            ended.add(finished.get())
+            while pending and pending[0][0] in ended:
+                number, task, result = pending.popleft()
+                ended.discard(number)
+                yield task, result.get()  # a worker's exception is raised here
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+def _signal(finished: queue.Queue[int], number: int, _: object) -> None:
+    finished.put(number)
