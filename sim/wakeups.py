@@ -1,5 +1,6 @@
 """*No lost wake-up* (docs/design.md, "Invariants": every message left behind has an event): a drain session that
-stops with work left, its budget spent or its lease lost, leaves a wake-up for its partition due at once.
+stops with work left (its budget spent, its lease lost, or an express page's lane holding more: `Drainer.
+_left_with_work`) leaves a wake-up for its partition due at once.
 
 When such a drain run ends while its partition holds visible chunk messages and no session of a live instance
 drains it, a wake-up naming that partition (`continue`, `retry-due`, `watchdog`, a doorbell, a `fallback`, a
@@ -29,7 +30,7 @@ from shared.services import Services
 from sim.host import INSTANCE
 
 WAKEUPS = frozenset(Reason) - {Reason.LOOK, Reason.NOTIFY, Reason.PROBE, Reason.REPLAY_STEP}
-LEFT_WITH_WORK = ("budget", "lease-lost")  # the outcomes of a drain run that stopped with work left (`Drainer._run`)
+LEFT_WITH_WORK = ("budget", "lease-lost", "work-left")  # a drain run's outcomes when it stopped with work left
 LATENCY_S = 1.0  # a wake-up published as the run ends is deliverable within this (plus the scenario's bus delay)
 LEFT = "left behind with no wake-up"
 SERVE = "serve"  # patched by name: mypy holds module attributes as fixed

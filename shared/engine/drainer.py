@@ -77,6 +77,7 @@ class Drainer(ExpressPages):
         self._lease_held_until: datetime | None = None  # a lease this drainer could not release expires then
         self.pause = OverloadPause()  # per lane: its handler's downstream is overloaded, no chunk of it starts
         self._storage_failed = False
+        self._lease_lost = False  # the last session's lease renewal failed: it may have lapsed under the session
         self._starved = False  # a drainer past slot 0 with no share of the handler limits ends
         self.order = LaneOrder()  # the queue's lanes (`shared.core.lanes`), and whose turn it is
         self.order.add(Lane(queue))
@@ -171,7 +172,7 @@ class Drainer(ExpressPages):
                     self.report.outcome = "shrunk"  # the backlog no longer needs this slot's instance
                 elif more:
                     await self.wakeups.publish(Reason.CONTINUE, slot=self.slot)
-                    self.report.outcome = "budget" if self._out_of_time() else "lease-lost"
+                    self.report.outcome = self._left_with_work()
                 return
             # No lost wake-up: work that arrived while we held the lease is seen here.
             began_ms = int(time.time() * 1000)
@@ -181,6 +182,13 @@ class Drainer(ExpressPages):
                 self.s.looked[self.queue_name] = max(began_ms, self.s.looked.get(self.queue_name, 0))
                 self.s.drained.saw(self.queue_name, self.order.committed())
                 return
+
+    def _left_with_work(self) -> str:
+        """Why a session that may have left work stopped: its budget was spent, its lease was lost, or neither (an
+        express page came back full, or found its lane paused or no share of the handler limits: `ExpressPages`)."""
+        if self._out_of_time():
+            return "budget"
+        return "lease-lost" if self._lease_lost else "work-left"
 
     async def _session(self) -> bool | None:
         """One lease tenure. None: lease taken; True: work may remain; False: the queue looked empty."""
@@ -206,7 +214,8 @@ class Drainer(ExpressPages):
         # Only a session that ends without being cancelled or crashing withdraws its watchdog.
         await watchdog
         await self.wakeups.cancel_watchdog()
-        return more or lease.lost.is_set()
+        self._lease_lost = lease.lost.is_set()
+        return more or self._lease_lost
 
     async def _drain(self, lease: DrainLease) -> bool:
         """Receivers start at one and grow (up to RECEIVERS) while pages come back full."""

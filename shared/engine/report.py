@@ -14,7 +14,9 @@ class DrainReport:
     queue: str
     slot: int
     reason: str
-    outcome: str = "empty"  # empty | budget | lease-taken | busy-here | lease-lost | storage-failed | shrunk
+    # empty | budget | lease-lost | work-left | storage-failed | shrunk | starved | lease-taken | lease-unreleased |
+    # busy-here (`Drainer.run`)
+    outcome: str = "empty"
     sessions: int = 0
     messages: int = 0
     chunks_done: int = 0

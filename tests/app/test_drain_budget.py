@@ -8,7 +8,8 @@ lease renewals failed under slow storage go on starting calls after the lease la
 two handler calls at once with HANDLER_MAX_IN_FLIGHT=1 (the handler limits count a session's calls under its
 lease). Then the chunks the session still holds are put back, visible at once and no attempt counted, for the
 next session. In the budget's test the session's clock is the test's: the first call spends the budget,
-whatever the machine's speed; in the lease's, the first call lasts until a renewal has failed.
+whatever the machine's speed; in the lease's, the first call lasts until a renewal has failed. A session that
+stops in time and holding its lease with work left (an express page came back full) says so, not `lease-lost`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from shared.ops.reports import read_batch_status
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher, drain_all
 from tests.app.test_drain_engine import submit_ids
+from tests.app.test_lanes import submit_to
 
 BUDGET_S = 60.0
 
@@ -121,3 +123,39 @@ async def test_a_session_whose_lease_renewal_failed_starts_no_other_call_and_lea
     assert (await read_batch_status(services, batch_id))["status"] == "completed"
     assert Counter(handlers.calls.values()) == Counter({1: 50}), "every item handled once"
     assert set(handlers.attempts_seen) == {1}, "a chunk put back for a lost lease counts no attempt"
+
+
+async def test_a_session_that_stops_in_time_and_holding_its_lease_with_work_left_says_work_left(configure) -> None:
+    """An express page that came back full leaves its lane maybe holding more: the session ends with a `continue`,
+    its outcome `work-left` (it said `lease-lost`, though the lease was held to the end and time was left)."""
+    publisher = RecordingPublisher()
+    services = configure(
+        publisher=publisher, HANDLER="tests.app.handlers:record", CHUNK_MAX_ITEMS="1", CHUNK_CONCURRENCY="3",
+        RECEIVERS="1", RECEIVE_BATCH="2",
+    )  # fmt: skip
+    first = await submit_to(services, "a", 2, tenant="acme")  # the receiver's page: 2 of 2
+    page_held, release, newcomer = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    held: list[int] = []
+
+    async def hook(context: ChunkContext) -> None:
+        if context.batch_id == first:
+            held.append(context.chunk)
+            if len(held) == 2:
+                page_held.set()
+            await release.wait()  # the receiver's page stays in the handler: only an express page takes more
+        else:
+            newcomer.set()
+
+    handlers.on_chunk.append(hook)
+    drain = asyncio.create_task(Drainer(services, services.settings.work_queue).run())
+    try:
+        await asyncio.wait_for(page_held.wait(), 30)
+        await submit_to(services, "b", 2, tenant="bolt")  # a whole page: the express page comes back full
+        await asyncio.wait_for(newcomer.wait(), 30)
+    finally:
+        release.set()
+        spent = await drain
+
+    assert spent.chunks_done == 4
+    assert spent.outcome == "work-left"
+    assert publisher.reasons().count("continue") == 1
