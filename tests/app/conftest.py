@@ -7,7 +7,7 @@ import asyncio
 import importlib
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import azure.functions as func
@@ -16,7 +16,7 @@ from azure.storage.queue.aio import QueueClient
 
 from shared import runtime
 from shared.core.errors import TriggerUnavailable
-from shared.core.events import TriggerEvent
+from shared.core.events import Reason, TriggerEvent
 from shared.core.settings import Settings
 from shared.services import Services
 from tests.conformance import function_checked
@@ -150,6 +150,32 @@ async def drain_all(services: Services, queue: str | None = None, **kwargs: Any)
     from shared.engine.drainer import Drainer
 
     return await Drainer(services, queue or services.settings.work_queue, **kwargs).run()
+
+
+def retrying_once(configure: Configure, delay_ms: int) -> tuple[Services, RecordingPublisher]:
+    """Services whose handler fails each `trans-*` item on its first attempt (`handlers.mixed`), retried exactly
+    `delay_ms` later, and the publisher that records the wake-ups."""
+    publisher = RecordingPublisher()
+    delay = str(delay_ms)
+    services = configure(
+        publisher=publisher, HANDLER="tests.app.handlers:mixed", RETRY_BASE_DELAY_MS=delay, RETRY_MAX_DELAY_MS=delay,
+        RETRY_JITTER="false",
+    )  # fmt: skip
+    return services, publisher
+
+
+def the_retry_due(publisher: RecordingPublisher) -> datetime:
+    """When the one retry-due wake-up published is to be delivered."""
+    due = [at for e, at in publisher.events if e.reason is Reason.RETRY_DUE]
+    assert len(due) == 1, publisher.events
+    assert due[0] is not None, "a retry-due wake-up is scheduled"
+    return due[0]
+
+
+async def drain_once_due(services: Services, due: datetime) -> None:
+    """The drain the retry-due wake-up brings, once it is delivered."""
+    await asyncio.sleep(max(0.0, (due - datetime.now(timezone.utc)).total_seconds()))
+    await drain_all(services)
 
 
 def another_instance(services: Services) -> Services:

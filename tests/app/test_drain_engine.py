@@ -24,7 +24,16 @@ from shared.ops.reports import read_batch_status
 from shared.services import Services
 from shared.store.result_store import read_records
 from tests.app import handlers
-from tests.app.conftest import RecordingPublisher, another_instance, drain_all, queue_depth, with_settings
+from tests.app.conftest import (
+    RecordingPublisher,
+    another_instance,
+    drain_all,
+    drain_once_due,
+    queue_depth,
+    retrying_once,
+    the_retry_due,
+    with_settings,
+)
 
 SALE = {"amount": "10.00", "currency": "EUR", "author": "a", "distributor": "d"}
 
@@ -270,23 +279,17 @@ async def test_a_cancelled_drain_leaves_its_watchdog_in_place(configure):
 
 @pytest.mark.slow
 async def test_a_delayed_retry_schedules_a_retry_due_event_for_when_it_is_visible(configure):
-    publisher = RecordingPublisher()
-    services = configure(
-        publisher=publisher, HANDLER="tests.app.handlers:mixed", RETRY_BASE_DELAY_MS="2000",
-        RETRY_MAX_DELAY_MS="2000", RETRY_JITTER="false",
-    )  # fmt: skip
+    services, publisher = retrying_once(configure, 2000)
     batch_id = await submit_ids(services, ["trans-1", "ok-1"])
     start = datetime.now(timezone.utc)
 
     await drain_all(services)
 
-    due = [at for e, at in publisher.events if e.reason is Reason.RETRY_DUE]
-    assert len(due) == 1
+    due = the_retry_due(publisher)
     # Visible again after 2 s; the wake-up comes WAKE_MARGIN_MS (3 s) to RETRY_WINDOW_MS (5 s) after that.
-    assert 2 + 3 <= (due[0] - start).total_seconds() <= 2 + 5 + 2
+    assert 2 + 3 <= (due - start).total_seconds() <= 2 + 5 + 2
     assert (await read_batch_status(services, batch_id))["status"] == "processing"
-    await asyncio.sleep(max(0.0, (due[0] - datetime.now(timezone.utc)).total_seconds()))
-    await drain_all(services)
+    await drain_once_due(services, due)
     assert (await read_batch_status(services, batch_id))["status"] == "completed"
 
 

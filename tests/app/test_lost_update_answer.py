@@ -5,34 +5,24 @@ for when the message reappears, or it would wait for the timer's next tick (the 
 
 from __future__ import annotations
 
-import asyncio
-from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 
-from shared.core.events import Reason
 from shared.ops.reports import read_batch_status
-from tests.app.conftest import RecordingPublisher, drain_all
+from tests.app.conftest import drain_all, drain_once_due, retrying_once, the_retry_due
 from tests.app.test_drain_engine import submit_ids
 from tests.app.test_replay_job_start import answer_lost_once
 
 
 @pytest.mark.slow
 async def test_a_retry_whose_update_lost_its_answer_still_leaves_a_wake_up(configure: Any, monkeypatch: Any) -> None:
-    publisher = RecordingPublisher()
-    services = configure(
-        publisher=publisher, HANDLER="tests.app.handlers:mixed", RETRY_BASE_DELAY_MS="1000",
-        RETRY_MAX_DELAY_MS="1000", RETRY_JITTER="false",
-    )  # fmt: skip
+    services, publisher = retrying_once(configure, 1000)
     batch_id = await submit_ids(services, ["trans-1", "ok-1"])
     lost = answer_lost_once(monkeypatch, "PUT", "/messages/")  # update_message: the retry's rewrite
 
     await drain_all(services)
 
     assert lost, "the retry's update lost its answer"
-    due = [at for e, at in publisher.events if e.reason is Reason.RETRY_DUE]
-    assert len(due) == 1, publisher.events
-    await asyncio.sleep(max(0.0, (due[0] - datetime.now(timezone.utc)).total_seconds()))
-    await drain_all(services)
+    await drain_once_due(services, the_retry_due(publisher))
     assert (await read_batch_status(services, batch_id))["status"] == "completed"
