@@ -24,10 +24,8 @@ import os
 import sys
 import threading
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shared.core.errors import SettingsError
 from shared.core.settings import Settings
 from shared.telemetry import metrics
 from shared.telemetry.metering import TransactionCounter
@@ -37,8 +35,6 @@ if TYPE_CHECKING:
     from opentelemetry.sdk._logs import LoggerProvider
     from opentelemetry.sdk._logs.export import LogRecordExporter
     from opentelemetry.sdk.trace.export import SpanExporter
-
-    from shared.telemetry.span_file import JsonLinesExporter
 
 log = logging.getLogger(__name__)
 
@@ -90,19 +86,11 @@ def _configure(env: Mapping[str, str], settings: Settings) -> str:
         _install_logs(OTLPLogExporter())
         return "otlp"
     if settings.traces_file:
-        _install(env, file_exporter(settings), None)
+        from shared.telemetry import span_file  # it loads the SDK: only when the file is the exporter
+
+        _install(env, span_file.file_exporter(settings), None)
         return "file"
     return "off"
-
-
-def file_exporter(settings: Settings) -> JsonLinesExporter:
-    """The trace file's exporter; a path that cannot be written fails at start, naming TRACES_FILE."""
-    from shared.telemetry.span_file import JsonLinesExporter
-
-    try:
-        return JsonLinesExporter(Path(settings.traces_file), settings.traces_file_max_bytes)
-    except OSError as e:
-        raise SettingsError("TRACES_FILE", f"cannot write spans to {settings.traces_file}: {e.strerror or e}") from None
 
 
 def azure_monitor_options(env: Mapping[str, str]) -> dict[str, Any]:

@@ -15,6 +15,9 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from shared.core.errors import SettingsError
+from shared.core.settings import Settings
+
 log = logging.getLogger(__name__)
 
 
@@ -37,6 +40,14 @@ def span_record(span: ReadableSpan) -> dict[str, Any]:
             for link in span.links
         ],
     }
+
+
+def file_exporter(settings: Settings) -> JsonLinesExporter:
+    """The trace file's exporter; a path that cannot be written fails at start, naming TRACES_FILE."""
+    try:
+        return JsonLinesExporter(Path(settings.traces_file), settings.traces_file_max_bytes)
+    except OSError as e:
+        raise SettingsError("TRACES_FILE", f"cannot write spans to {settings.traces_file}: {e.strerror or e}") from None
 
 
 class JsonLinesExporter(SpanExporter):

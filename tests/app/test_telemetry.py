@@ -28,7 +28,7 @@ from shared.core.errors import SettingsError
 from shared.core.events import Reason, TriggerEvent
 from shared.router import route
 from shared.telemetry import export as telemetry
-from shared.telemetry import metrics, tracing
+from shared.telemetry import metrics, span_file, tracing
 from tests.app.conftest import drain_all
 from tests.app.test_drain_engine import submit_ids
 
@@ -105,8 +105,8 @@ async def test_a_trace_file_that_cannot_be_written_is_a_settings_error_naming_it
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     with pytest.raises(SettingsError, match="TRACES_FILE"):
-        telemetry.file_exporter(replace(settings, traces_file=str(blocker / "traces.jsonl")))
-    written = telemetry.file_exporter(replace(settings, traces_file=str(tmp_path / "spans" / "traces.jsonl")))
+        span_file.file_exporter(replace(settings, traces_file=str(blocker / "traces.jsonl")))
+    written = span_file.file_exporter(replace(settings, traces_file=str(tmp_path / "spans" / "traces.jsonl")))
     assert written.path.exists()
 
 
