@@ -23,7 +23,7 @@ from shared.core.events import Reason
 from shared.ops import replay_jobs
 from shared.ops.reports import read_batch_status
 from tests.app.conftest import RecordingPublisher, http_request
-from tests.app.test_poison_tools import call, final_with_parked, finish, parked, post_replay
+from tests.app.parked import call, final_with_parked, finish, parked, post_replay
 
 
 def answer_lost_once(monkeypatch: Any, method: str, path_part: str) -> list[str]:
