@@ -12,6 +12,7 @@ from typing import Any
 
 import azure.functions as func
 import pytest
+from azure.core.exceptions import HttpResponseError
 from azure.storage.queue.aio import QueueClient
 
 from shared import runtime
@@ -209,3 +210,10 @@ async def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str) ->
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def unavailable() -> HttpResponseError:
+    """A storage 503 as the SDK raises it (the app's boundary translates it as it would a real one)."""
+    error = HttpResponseError(message="Server Busy")
+    error.status_code = 503
+    return error

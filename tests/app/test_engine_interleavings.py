@@ -1,4 +1,7 @@
-"""Interleavings of the drain engine a code review found (issue 18), each reproduced at its await point.
+"""Interleavings of the drain engine a code review found (issue 18), each reproduced at its await point: a failed
+scale-out probe, the committed-attempt cache, messages that never expire, a failed watchdog reschedule, a resumed
+submit, a partly failed inline chunk. The replay races are in test_replay_races.py, the wake-ups for what a session
+leaves behind in test_wakeups_left_behind.py.
 
 Against the real Azurite; Service Bus is the recording publisher of tests/app/conftest.py (it can be made to fail
 one call). Where a storage fault is needed at one exact call, the test wraps that SDK call to raise the SDK's own
@@ -12,7 +15,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from azure.core.exceptions import HttpResponseError
 from azure.storage.queue.aio import QueueClient
 from hypothesis import given
 from hypothesis import strategies as st
@@ -22,21 +24,13 @@ from shared.bus.publisher import TriggerUnavailable
 from shared.core.events import Reason, TriggerEvent
 from shared.engine.drainer import Drainer
 from shared.intake.submit import submit
-from shared.store import poison_index
 from tests.app import handlers
-from tests.app.conftest import RecordingPublisher, drain_all
-from tests.app.held import Held, hold_first_chunk
+from tests.app.conftest import RecordingPublisher, drain_all, unavailable
+from tests.app.held import hold_first_chunk
 from tests.app.test_drain_engine import poison_messages, submit_ids
 
 # A message put with time_to_live=-1 expires at the end of the calendar (the service's way of saying never).
 NEVER = datetime(9999, 1, 1, tzinfo=timezone.utc)
-
-
-def unavailable() -> HttpResponseError:
-    error = HttpResponseError(message="Server Busy")
-    error.status_code = 503
-    return error
-
 
 # -- 5: a failed scale-out probe ------------------------------------------------------------------------------
 
@@ -210,282 +204,6 @@ async def visible_again(queue: QueueClient, deadline_s: float = 60.0) -> bool:
             return True
         await asyncio.sleep(0.1)
     return False
-
-
-# -- 7 and 10: replay races ---------------------------------------------------------------------------------
-
-FIXED = {"now": False}
-
-
-async def fixable(items: list[Any], context: Any) -> Any:
-    """`bad-*` items fail permanently until FIXED["now"]; everything else succeeds."""
-    from shared.handlers import ChunkResult, ItemOutcome
-
-    out = []
-    for item in items:
-        handlers.calls[item["id"]] += 1
-        broken = item["id"].startswith("bad-") and not FIXED["now"]
-        out.append(ItemOutcome.failure("bad item", retryable=False) if broken else ItemOutcome.success())
-    return ChunkResult(out)
-
-
-@pytest.fixture
-def fixable_handler():
-    FIXED["now"] = False
-    yield "tests.app.test_engine_interleavings:fixable"
-    FIXED["now"] = False
-
-
-async def parked_then_fixed(configure, handler: str) -> tuple[Any, str]:
-    """Chunk 1 (ok-1, bad-1, ok-2) parked while chunk 0 is held back (the batch is not final), then the cause
-    fixed; `finish` releases chunk 0."""
-    services = configure(publisher=RecordingPublisher(), HANDLER=handler, CHUNK_MAX_ITEMS="3")
-    batch_id = await submit_ids(services, ["held-1", "held-2", "held-3", "ok-1", "bad-1", "ok-2"])
-    HELD[batch_id] = await hold_first_chunk(services)
-    await drain_all(services)
-    assert len(await poison_messages(services)) == 1
-    FIXED["now"] = True
-    return services, batch_id
-
-
-HELD: dict[str, Held] = {}
-
-
-async def finish(services: Any, batch_id: str) -> None:
-    await HELD.pop(batch_id).release()
-    await drain_all(services)
-
-
-async def counts(services: Any, batch_id: str) -> dict[str, int]:
-    from shared.ops.reports import read_batch_status
-
-    return (await read_batch_status(services, batch_id))["items"]
-
-
-async def test_a_duplicate_parked_copy_is_not_replayed_once_its_items_are_no_longer_failed(configure, fixable_handler):
-    """The same parked chunk twice in the poison queue (a send repeated after a crash): the second copy's
-    parent no longer holds its items as failed, so it is skipped, and the item is counted once."""
-    from shared.ops import replay
-
-    services, batch_id = await parked_then_fixed(configure, fixable_handler)
-    poison = services.storage.queue(services.settings.poison_queue(services.settings.work_queue))
-    (original,) = await poison.peek_messages()
-    # The duplicate, parked and indexed as a drainer redoing the chunk after a crash would leave it.
-    copy = await poison.send_message(original.content)
-    state = services.storage.container(services.settings.state_container)
-    entry = poison_index.Entry(poison.queue_name, copy.id, copy.pop_receipt, None, batch_id, original.content)
-    await poison_index.add(state, entry)
-
-    answer = await replay.replay(services, batch_id=batch_id)
-    await finish(services, batch_id)
-
-    assert answer["replayed"] == 1
-    assert [s["why"] for s in answer["skipped"]] == [
-        "its items are no longer failed (it was replayed already, or its record is missing)"
-    ]
-    assert await counts(services, batch_id) == {"total": 6, "succeeded": 6, "failed": 0, "pending": 0}
-    assert handlers.calls["bad-1"] == 2, "once failed, once replayed: not twice replayed"
-
-
-async def test_a_replay_meeting_a_concurrent_change_of_the_parent_record_reads_it_again(
-    configure, fixable_handler, monkeypatch
-):
-    """Between the replay's read of the parent record and its conditional write, another writer rewrites the
-    record (a concurrent replay, or a redelivery's group commit). The write's precondition fails; the replay
-    must read again and move the items, not go on with them still failed (they would count twice)."""
-    from shared.batch import results
-    from shared.ops import replay, replay_marks
-    from shared.store import storage
-
-    services, batch_id = await parked_then_fixed(configure, fixable_handler)
-    real_read = storage.read_json
-    raced: list[str] = []
-
-    async def read_then_race(container: Any, name: str) -> Any:
-        doc, etag = await real_read(container, name)
-        if not raced and name.startswith(f"{batch_id}/"):
-            raced.append(name)
-            # The other writer: the same record, a new etag.
-            await storage.write_json(container, name, doc, metadata=results.blob_metadata(doc))
-        return doc, etag
-
-    monkeypatch.setattr(replay_marks, "read_json", read_then_race)
-    answer = await replay.replay(services, batch_id=batch_id)
-    await finish(services, batch_id)
-
-    assert raced, "the race was injected"
-    assert answer["replayed"] == 1
-    assert await counts(services, batch_id) == {"total": 6, "succeeded": 6, "failed": 0, "pending": 0}
-
-
-# -- 2, 3, 4, 12: every message left behind has a wake-up, and the watchdog comes after them -----------------
-
-GATE: dict[str, Any] = {}
-
-
-async def holding(items: list[Any], context: Any) -> Any:
-    """`hold-*` items wait until GATE["open"] is set; `trans-*` fail on their first attempt; the rest succeed."""
-
-    from shared.handlers import ChunkResult, ItemOutcome
-
-    out = []
-    for item in items:
-        handlers.calls[item["id"]] += 1
-        if item["id"].startswith("hold-"):
-            GATE["entered"].set()
-            await GATE["open"].wait()
-        failing = item["id"].startswith("trans-") and context.attempt == 1
-        out.append(ItemOutcome.failure("not yet") if failing else ItemOutcome.success())
-    return ChunkResult(out)
-
-
-@pytest.fixture
-def gate():
-    import asyncio
-
-    GATE.update(entered=asyncio.Event(), open=asyncio.Event())
-    yield GATE
-    GATE["open"].set()
-    GATE.clear()
-
-
-HOLDING = "tests.app.test_engine_interleavings:holding"
-
-
-async def test_a_retry_s_wake_up_is_scheduled_when_the_retry_is_written_not_at_the_session_s_end(configure, gate):
-    """Chunk 0 fails once and is rewritten for a retry while chunk 1 is still being worked: its wake-up must
-    exist then (a crash before the session's end would otherwise lose it), with a margin over its visibility."""
-    import asyncio
-
-    publisher = RecordingPublisher()
-    services = configure(
-        publisher=publisher, HANDLER=HOLDING, CHUNK_MAX_ITEMS="1", RETRY_BASE_DELAY_MS="2000",
-        RETRY_MAX_DELAY_MS="2000", RETRY_JITTER="false",
-    )  # fmt: skip
-    await submit_ids(services, ["trans-1", "hold-1"])
-    start = datetime.now(timezone.utc)
-    drain = asyncio.create_task(Drainer(services, services.settings.work_queue).run())
-    try:
-        await asyncio.wait_for(gate["entered"].wait(), 20)
-        for _ in range(100):
-            if any(e.reason is Reason.RETRY_DUE for e, _ in publisher.events):
-                break
-            await asyncio.sleep(0.1)
-        due = [at for e, at in publisher.events if e.reason is Reason.RETRY_DUE]
-        assert not drain.done()
-        assert len(due) == 1, "scheduled while the session still runs"
-        assert due[0] is not None
-        assert (due[0] - start).total_seconds() >= 2 + 3, "visible after 2 s; at least 3 s of margin after that"
-    finally:
-        gate["open"].set()
-        await drain
-
-
-def failing_extensions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Wraps the SDK's update_message: a visibility extension (no new content) answers 503. Returns the ids
-    of the messages whose extension failed."""
-    real = QueueClient.update_message
-    failed: list[str] = []
-
-    async def update_message(client: QueueClient, message: Any, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("content") is None:
-            failed.append(str(getattr(message, "id", message)))
-            raise unavailable()
-        return await real(client, message, *args, **kwargs)
-
-    monkeypatch.setattr(QueueClient, "update_message", update_message)
-    return failed
-
-
-async def test_a_message_left_behind_by_a_failed_extension_gets_a_wake_up_for_when_it_reappears(
-    configure, gate, monkeypatch
-):
-    publisher = RecordingPublisher()
-    services = configure(publisher=publisher, HANDLER=HOLDING, VISIBILITY_TIMEOUT_S="2")
-    await submit_ids(services, ["hold-1"])
-    failed = failing_extensions(monkeypatch)
-    start = datetime.now(timezone.utc)
-
-    await Drainer(services, services.settings.work_queue).run()
-
-    assert len(failed) == 1
-    due = [at for e, at in publisher.events if e.reason is Reason.RETRY_DUE]
-    assert len(due) == 1, "the message reappears by itself; a wake-up must come for it"
-    assert due[0] is not None
-    assert (due[0] - start).total_seconds() >= 2 + 3
-
-
-async def test_a_message_left_behind_by_a_failed_result_write_gets_a_wake_up(configure, monkeypatch):
-    from shared.core.errors import StorageUnavailable
-    from shared.store.result_store import ResultWriter
-
-    publisher = RecordingPublisher()
-    services = configure(publisher=publisher, HANDLER="tests.app.handlers:record", VISIBILITY_TIMEOUT_S="4")
-    await submit_ids(services, ["w-1"])
-
-    async def unavailable_write(self: ResultWriter, record: Any) -> None:
-        raise StorageUnavailable("write result group", "503 Server Busy (test)")
-
-    monkeypatch.setattr(ResultWriter, "write", unavailable_write)
-    start = datetime.now(timezone.utc)
-    await Drainer(services, services.settings.work_queue).run()
-
-    due = [at for e, at in publisher.events if e.reason is Reason.RETRY_DUE]
-    assert len(due) == 1
-    assert due[0] is not None
-    assert (due[0] - start).total_seconds() >= 4 + 3
-
-
-async def test_an_unreleased_lease_leaves_its_follow_up_for_when_it_has_expired(configure, monkeypatch):
-    """The release fails (503) with work left: a `continue` now would meet our own lease and stop."""
-    from azure.storage.blob.aio import BlobLeaseClient
-
-    publisher = RecordingPublisher()
-    services = configure(publisher=publisher, HANDLER="tests.app.handlers:record", LEASE_S="15")
-    await submit_ids(services, ["l-1"])
-
-    async def failing_release(self: BlobLeaseClient, **kwargs: Any) -> None:
-        raise unavailable()
-
-    monkeypatch.setattr(BlobLeaseClient, "release", failing_release)
-    start = datetime.now(timezone.utc)
-    report = await Drainer(services, services.settings.work_queue, slot=2, budget_s=0).run()
-
-    follow_ups = [(e, at) for e, at in publisher.events if e.reason is Reason.CONTINUE]
-    assert len(follow_ups) == 1
-    event, at = follow_ups[0]
-    assert event.slot == 2, "the follow-up is for the slot whose lease it is"
-    assert at is not None, "not at once"
-    assert (at - start).total_seconds() >= 15
-    assert report.outcome == "lease-unreleased"
-
-
-@pytest.mark.slow
-async def test_the_watchdog_moves_past_the_latest_visibility_the_drainer_set(configure, gate):
-    """Chunk 0 fails once and is hidden for its 60 s retry delay; chunk 1 keeps the session going past a lease
-    renewal (LEASE_S=15: one every 5 s). Were the drainer to die then, its watchdog must come after that
-    message reappears; the old code kept it at 35 s (lease or visibility timeout + 5 s)."""
-    import asyncio
-
-    publisher = RecordingPublisher()
-    services = configure(
-        publisher=publisher, HANDLER=HOLDING, CHUNK_MAX_ITEMS="1", LEASE_S="15", RETRY_BASE_DELAY_MS="60000",
-        RETRY_MAX_DELAY_MS="60000", RETRY_JITTER="false",
-    )  # fmt: skip
-    await submit_ids(services, ["trans-1", "hold-1"])
-    start = datetime.now(timezone.utc)
-    drain = asyncio.create_task(Drainer(services, services.settings.work_queue).run())
-    try:
-        await asyncio.wait_for(gate["entered"].wait(), 20)
-        await asyncio.sleep(8)  # at least one renewal after the retry was written
-        watchdogs = [at for e, at in publisher.events if e.reason is Reason.WATCHDOG]
-        assert watchdogs
-        latest = watchdogs[-1]
-        assert latest is not None
-        assert (latest - start).total_seconds() > 60, "after the retried message reappears (60 s)"
-    finally:
-        drain.cancel()  # the drainer dies here
-        await asyncio.gather(drain, return_exceptions=True)
 
 
 # -- 6: a partly failed inline chunk that no longer fits inline --------------------------------------------
