@@ -15,7 +15,7 @@ from shared.ops.reports import read_batch_status
 from shared.router import route
 from shared.telemetry import metering
 from tests.app.conftest import RecordingPublisher
-from tests.app.test_lanes import submit_to
+from tests.app.tenants import submit_to
 
 RECORD = "tests.app.handlers:record"
 TENANTS = 30

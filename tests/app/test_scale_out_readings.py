@@ -25,7 +25,7 @@ from shared.core.events import Reason, TriggerEvent
 from shared.ops.reports import read_batch_status
 from shared.router import route
 from tests.app import handlers
-from tests.app.test_lanes import submit_to
+from tests.app.tenants import submit_to
 from tests.fixtures_servicebus import SAMPLE_CONFIG
 
 pytestmark = pytest.mark.timeout(180)
