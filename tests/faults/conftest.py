@@ -19,7 +19,8 @@ import pytest
 
 from devstack.procs import ServiceStartError
 from tests.conftest import unavailable
-from tests.faults.stack import Audit, Stack
+from tests.faults.audit import Audit
+from tests.faults.stack import Stack
 
 REPORT_ENV = "RELIABILITY_JSON"
 

@@ -10,8 +10,9 @@ import time
 
 import pytest
 
+from tests.faults.audit import LeaseWatch, audit, drain_lines, items_for, paced
 from tests.faults.conftest import Recorder, StartStack
-from tests.faults.stack import LeaseWatch, audit, drain_lines, items_for, paced, wait_until
+from tests.faults.stack import wait_until
 
 pytestmark = pytest.mark.faults
 

@@ -12,8 +12,9 @@ import time
 
 import pytest
 
+from tests.faults.audit import audit, drain_lines, items_for, paced
 from tests.faults.conftest import Recorder, StartStack
-from tests.faults.stack import Stack, audit, drain_lines, items_for, paced, wait_until
+from tests.faults.stack import Stack, wait_until
 
 pytestmark = pytest.mark.faults
 

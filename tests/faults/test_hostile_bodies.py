@@ -34,8 +34,9 @@ from pathlib import Path
 import pytest
 
 from tests.app.test_submit_failures import sprinkled
+from tests.faults.audit import audit, items_for, paced
 from tests.faults.conftest import Recorder, StartStack
-from tests.faults.stack import Reply, audit, call, items_for, paced, wait_until
+from tests.faults.stack import Reply, call, wait_until
 
 pytestmark = pytest.mark.faults
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.faults.audit import audit, items_for, paced
 from tests.faults.conftest import StartStack
-from tests.faults.stack import audit, items_for, paced
 
 pytestmark = pytest.mark.faults
 

@@ -11,8 +11,9 @@ import time
 
 import pytest
 
+from tests.faults.audit import audit, drain_lines, first_line_with, items_for, merged
 from tests.faults.conftest import Recorder, StartStack
-from tests.faults.stack import Stack, audit, call, drain_lines, first_line_with, items_for, merged, wait_until
+from tests.faults.stack import Stack, call, wait_until
 from tests.faults.test_crashes import SLOW_DRAIN, total
 
 pytestmark = pytest.mark.faults

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from tests.faults.audit import audit
 from tests.faults.conftest import Recorder, StartStack
-from tests.faults.stack import Stack, audit
+from tests.faults.stack import Stack
 
 pytestmark = pytest.mark.faults
 

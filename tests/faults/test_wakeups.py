@@ -19,8 +19,9 @@ import pytest
 
 from shared.core import layout
 from shared.store import poison_index
+from tests.faults.audit import audit, items_for
 from tests.faults.conftest import Recorder, StartStack
-from tests.faults.stack import audit, call, items_for, wait_until
+from tests.faults.stack import call, wait_until
 from tests.faults.test_crashes import SLOW_DRAIN, total
 
 pytestmark = pytest.mark.faults
