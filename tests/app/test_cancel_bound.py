@@ -23,7 +23,7 @@ from shared.services import Services
 from shared.store import ended
 from tests.app import handlers
 from tests.app.conftest import another_instance, drain_all, wait_for
-from tests.app.test_drain_engine import submit_ids
+from tests.app.sales import submit_ids
 
 
 def elsewhere(services: Services) -> Services:

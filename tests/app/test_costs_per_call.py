@@ -22,7 +22,7 @@ from shared.store import ended
 from shared.store.result_store import ResultWriter
 from shared.telemetry import metering
 from tests.app.conftest import wait_for
-from tests.app.test_drain_engine import submit_ids
+from tests.app.sales import submit_ids
 
 PAGE = 100  # blobs per listing page here (5,000 in Azure): HISTORY markers stand for 50 times as many
 HISTORY = 1_010  # markers of batches ended a day ago: eleven listing pages

@@ -27,7 +27,7 @@ from shared.handlers import ChunkContext
 from shared.ops.reports import read_batch_status
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher, drain_all
-from tests.app.test_drain_engine import submit_ids
+from tests.app.sales import submit_ids
 from tests.app.test_lanes import submit_to
 
 BUDGET_S = 60.0

@@ -27,7 +27,7 @@ from shared.intake.submit import submit
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher, drain_all, unavailable
 from tests.app.held import hold_first_chunk
-from tests.app.test_drain_engine import poison_messages, submit_ids
+from tests.app.sales import poison_messages, submit_ids
 
 # A message put with time_to_live=-1 expires at the end of the calendar (the service's way of saying never).
 NEVER = datetime(9999, 1, 1, tzinfo=timezone.utc)
@@ -156,7 +156,7 @@ async def test_a_resumed_submit_is_judged_by_its_own_attempt_not_the_first_one(c
     from shared.batch.chunking import plan_chunks
     from shared.intake.body import encode_item
     from shared.intake.submit import claim, prepare, store
-    from tests.app.test_drain_engine import SALE
+    from tests.app.sales import SALE
 
     services = configure(HANDLER="tests.app.handlers:record", CHUNK_MAX_ITEMS="10", STAGING_TTL_S="3600")
     items = [encode_item({"id": f"r-{i}", **SALE}) for i in range(20)]
@@ -219,7 +219,7 @@ async def test_a_retried_part_of_an_inline_chunk_that_needs_a_claim_check_keeps_
 
     from shared.core import layout
     from shared.ops.reports import read_batch_status
-    from tests.app.test_drain_engine import result_positions
+    from tests.app.sales import result_positions
 
     services = configure(HANDLER="tests.app.handlers:mixed", CHUNK_MAX_ITEMS="4")
     rng = random.Random(6)

@@ -18,7 +18,7 @@ from shared.engine.visibility import EXTEND_AT
 from shared.ops.reports import read_batch_status
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher, drain_all
-from tests.app.test_drain_engine import submit_ids
+from tests.app.sales import submit_ids
 from tests.app.test_replay_job_start import answer_lost_once
 
 VISIBILITY_S = 10  # the wake-up's margin (3 s) must be below what an extension adds (40% of it)

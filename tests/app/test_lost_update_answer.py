@@ -11,7 +11,7 @@ import pytest
 
 from shared.ops.reports import read_batch_status
 from tests.app.conftest import drain_all, drain_once_due, retrying_once, the_retry_due
-from tests.app.test_drain_engine import submit_ids
+from tests.app.sales import submit_ids
 from tests.app.test_replay_job_start import answer_lost_once
 
 

@@ -27,7 +27,7 @@ from shared.ops.reports import read_batch_status
 from shared.services import Services
 from shared.store.result_store import ResultWriter
 from tests.app.conftest import drain_all, wait_for
-from tests.app.test_drain_engine import ndjson, submit_ids
+from tests.app.sales import ndjson, submit_ids
 
 WRITTEN = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

@@ -12,7 +12,7 @@ from shared.store import poison_index
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher, drain_all
 from tests.app.held import Held, hold_first_chunk
-from tests.app.test_drain_engine import poison_messages, submit_ids
+from tests.app.sales import poison_messages, submit_ids
 
 # -- 7 and 10: replay races ---------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from shared.handlers import ItemOutcome
 from shared.ops.reports import read_batch_status
 from shared.store.result_store import ResultWriter, list_entries, read_records
 from tests.app.conftest import drain_all
-from tests.app.test_drain_engine import submit_ids
+from tests.app.sales import submit_ids
 
 
 def record(batch_id: str, chunk: int, n: int = 3, *, attempt: int = 1, ok: bool = True) -> ResultRecord:

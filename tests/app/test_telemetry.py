@@ -30,7 +30,7 @@ from shared.router import route
 from shared.telemetry import export as telemetry
 from shared.telemetry import metrics, span_file, tracing
 from tests.app.conftest import drain_all
-from tests.app.test_drain_engine import submit_ids
+from tests.app.sales import submit_ids
 
 _reader: InMemoryMetricReader | None = None
 

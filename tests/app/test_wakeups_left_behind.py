@@ -13,7 +13,7 @@ from shared.core.events import Reason
 from shared.engine.drainer import Drainer
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher, unavailable
-from tests.app.test_drain_engine import submit_ids
+from tests.app.sales import submit_ids
 
 # -- 2, 3, 4, 12: every message left behind has a wake-up, and the watchdog comes after them -----------------
 
