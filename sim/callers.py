@@ -215,12 +215,22 @@ async def poll(world: World, label: str, every_s: float, times: int) -> None:
 
 async def export(world: World, batch_id: str, page: int) -> None:
     """GET /api/batches/{id}/results `page` lines at a time, following X-Continuation to the end."""
-    params: dict[str, str] = {"limit": str(page)}
-    for _ in range(10_000):
+    await results_pages(world, batch_id, {"limit": str(page)}, 10_000)
+
+
+async def results_pages(world: World, batch_id: str, params: dict[str, str], pages: int, held: bool = False) -> None:
+    """Up to `pages` pages of the batch's results (`params`: the limit and where to start), each from the last
+    one's X-Continuation, to the end; `held`: each page held to its stated cost (`params` names a position)."""
+    for _ in range(pages):
+        spent, began = Spent("results page") if held else None, world.now_s()
         got = await on_instance(world, f"GET /api/batches/{batch_id[:8]}/results",
-                                lambda: api.batch_results(batch_id, dict(params), owner(world, batch_id)))  # fmt: skip
+                                lambda: api.batch_results(batch_id, dict(params), owner(world, batch_id)),
+                                spent=spent)  # fmt: skip
         if got is None or got[1].status != 200:
             return
+        if spent is not None:
+            start, limit = int(params["continuation"]), int(params["limit"])
+            cost_promises.page_cost(world, spent, batch_id, start, limit, got[1], began)
         world.features.add("export")
         token = got[1].headers.get("X-Continuation")
         if token is None:
@@ -244,20 +254,7 @@ async def read_pages(world: World, at_s: float, label: str, limit: int, start: i
         return
     assert batch_id is not None
     params = {"limit": str(limit), "continuation": str(min(start, (world.manifest(batch_id) or {}).get("items", 0)))}
-    for _ in range(count):
-        spent, began = Spent("results page"), world.now_s()
-        got = await on_instance(world, f"GET /api/batches/{batch_id[:8]}/results",
-                                lambda: api.batch_results(batch_id, dict(params), owner(world, batch_id)),
-                                spent=spent)  # fmt: skip
-        if got is None or got[1].status != 200:
-            return
-        cost_promises.page_cost(world, spent, batch_id, int(params["continuation"]), limit, got[1], began)
-        world.features.add("export")
-        token = got[1].headers.get("X-Continuation")
-        if token is None:
-            return
-        world.features.add("export-continued")
-        params["continuation"] = token
+    await results_pages(world, batch_id, params, count, held=True)
 
 
 async def cancel(world: World, at_s: float, label: str, pick: int = 0) -> None:
