@@ -42,18 +42,21 @@ SLOWEST_S = 8.0  # a slow storage request answers at most this late (`sim.storag
 CLAIM_READS_S = 5 * SLOWEST_S  # the requests between a call's last look at its clock and a claim's stamp
 SKEW_S = 3.0  # the instances' clocks are at most this far apart (`sim.families.draw`)
 SLOW_FOR_S = 240.0  # how long storage answers late from the slow replay's start
-BACKLOG_ITEMS = 120  # at most, in the batch whose every chunk parks before the slow replay
+BACKLOG_ITEMS = 60  # at most, in the batch whose every chunk parks before the slow replay
 JOB_READ_S = 10.0  # the operator reads a background job's status this often ...
 JOB_WAIT_S = 1800.0  # ... for at most this long
 SET_ASIDE = "poison-set-aside/"  # `shared.core.layout.set_aside_blob`
+# What answers late: a replay's reads of poison index entries, its set-aside writes and its index deletes (the
+# state container, `sim.host`): a replay slows down, drainers do not (they only write index entries).
+SLOW_OPS = ("blob GET state/poison/", "blob PUT state/" + SET_ASIDE, "blob DELETE state/poison/")
 JOB_RUN_S = 600.0  # a slow job's seed replays everything again this long after the job began
 
 
 def slow_backlog(scenario: Scenario) -> None:
-    """Drawn apart: in a third of the seeds `slow_replay` left as they were, a batch of 60-120 items whose every
+    """Drawn apart: in a third of the seeds `slow_replay` left as they were, a batch of 30-60 items whose every
     chunk parks, and the first replay of everything unpaced and unlimited (in the foreground or as a job) while
-    every storage request answers 1-8 s late, from just before it for SLOW_FOR_S: a replay of those parked chunks
-    unbounded in time would take minutes."""
+    what a replay reads, sets aside and deletes of the poison index answers 1-8 s late (SLOW_OPS), from just
+    before it for SLOW_FOR_S: a replay of those parked chunks unbounded in time would take minutes."""
     rng = random.Random(f"{scenario.seed}-slow-backlog")
     first = next((n for n, r in enumerate(scenario.replay_calls) if (r.who, r.what) == ("operator", "all")), None)
     if first is None or rng.random() >= 1 / 3:
@@ -61,7 +64,8 @@ def slow_backlog(scenario: Scenario) -> None:
     call = scenario.replay_calls[first]
     what = "all-job" if rng.random() < 0.5 else "all"  # half of them a background job (its steps bounded alike)
     scenario.replay_calls[first] = replace(call, what=what, limit=None, rate=None)
-    scenario.storage_spans.append(Span(call.at_s - 1.0, call.at_s + SLOW_FOR_S, "slow", 1.0))
+    for op in SLOW_OPS:
+        scenario.storage_spans.append(Span(call.at_s - 1.0, call.at_s + SLOW_FOR_S, "slow", 1.0, op))
     if what == "all-job":  # the run lasts until the job is done: a replay of everything once more, later
         scenario.replay_calls.append(ReplayCall(round(call.at_s + JOB_RUN_S, 3), "operator", "all"))
     items = rng.randint(BACKLOG_ITEMS // 2, BACKLOG_ITEMS)  # a backlog: each of its chunks fails past the limit

@@ -204,9 +204,10 @@ def _body(request: Any) -> bytes:
 
 
 def _operation_name(method: str, url: str) -> str:
-    """What a fault span's `op` is matched against (as a prefix): "queue DELETE work-0", "blob PUT results" (the
-    kind, the method, and the queue or container the request names: "queue DELETE" is every queue's deletes), and
-    a blob listing as "blob LIST {prefix}" ("blob LIST ended/" names every listing of the ended markers)."""
+    """What a fault span's `op` is matched against (as a prefix): "queue DELETE work-0", "blob PUT results/..." (the
+    kind, the method, and the queue or the container and blob the request names: "queue DELETE" is every queue's
+    deletes, "blob GET state/poison/" every read of a poison index entry), and a blob listing as "blob LIST
+    {prefix}" ("blob LIST ended/" names every listing of the ended markers)."""
     parsed = urlparse(url)
     parts = [unquote(p) for p in parsed.path.split("/")[1:] if p]
     if parts and parts[0] == ACCOUNT:
@@ -217,4 +218,4 @@ def _operation_name(method: str, url: str) -> str:
     query = parse_qs(parsed.query)
     if method == "GET" and query.get("comp") == ["list"]:
         return f"blob LIST {query.get('prefix', [''])[0]}"
-    return f"blob {method} {named}"
+    return f"blob {method} {'/'.join(parts)}"
