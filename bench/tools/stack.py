@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from devstack import broker as sb
@@ -43,8 +43,9 @@ class Stack:
         self.started.append(process)
         return process
 
-    def host(self, name: str, env: Mapping[str, str]) -> tuple[ManagedProcess, int]:
-        """The local function host running the real function_app.py with these app settings."""
+    def host(self, name: str, env: Mapping[str, str], root: Path = ROOT) -> tuple[ManagedProcess, int]:
+        """The local function host running the real function_app.py with these app settings; `root`: another
+        checkout's (a change's parent, measured in the same run), its own packages rather than this one's."""
         port = free_port()
         full_env = {
             "AzureWebJobsStorage": self.storage,
@@ -53,7 +54,9 @@ class Stack:
             "AzureFunctionsWebHost__hostid": name,
             **env,
         }
-        process = host(ROOT, port, self.run_dir / f"{name}.log", env=full_env, grace_s=5)
+        process = host(root, port, self.run_dir / f"{name}.log", env=full_env, grace_s=5)
+        if root != ROOT:
+            process = replace(process, env={**(process.env or {}), "PYTHONPATH": str(root)}, cwd=root)
         return self._start(process, timeout_s=90), port
 
     def peer(self, kind: str, queues: Iterable[str], summary: Path, record: Path | None) -> ManagedProcess:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import re
@@ -37,6 +38,7 @@ from typing import Any
 
 import aiohttp
 
+from bench.measures.fairness import beside
 from bench.tools import azurite_probe, machine
 from bench.tools.azurite_probe import AzuriteProbe
 from bench.tools.config import app_env, trigger_queue
@@ -45,6 +47,7 @@ from bench.tools.items import items, ndjson
 from bench.tools.spinners import spinning
 from bench.tools.stack import Stack
 from bench.tools.stats import summary
+from devstack.host import ROOT
 from shared import runtime
 from shared.core.lanes import Lane
 from shared.core.settings import Settings
@@ -141,12 +144,15 @@ async def fairness_round(
     round_no: int,
     probe_every_s: float = PROBE_EVERY_S,
     azurite_parts: bool = False,
+    root: Path = ROOT,
+    side: str = "",
 ) -> dict[str, Any]:
-    role = fair_role(lanes, wait_ms, round_no)
+    """One round; `root`: the checkout whose app the host runs, `side` (in its role's name) which one it is."""
+    role = fair_role(lanes, wait_ms, round_no) + side
     record = run_dir / f"record-{role}.log"
     handler = "bench.tools.handlers:record_then_wait" if wait_ms else "bench.tools.handlers:record"
     env = big_settings(app_env(stack.storage, stack.servicebus, role, token, HANDLER=handler), count)
-    process, port = stack.host(role, env | {"BENCH_RECORD_FILE": str(record), WAIT_MS_ENV: f"{wait_ms:g}"})
+    process, port = stack.host(role, env | {"BENCH_RECORD_FILE": str(record), WAIT_MS_ENV: f"{wait_ms:g}"}, root)
     submitted = await submit_in_process(env, count, "A", "acme" if lanes else "default")
     sent: dict[str, float] = {}
     acks: dict[str, float] = {}
@@ -298,15 +304,23 @@ async def measure(
     waits: tuple[float, ...] = HANDLER_WAITS_MS,
     probe_every_s: float = PROBE_EVERY_S,
     azurite_parts: bool = False,
+    before: Path | None = None,
 ) -> dict[str, Any]:
     token = uuid.uuid4().hex[:8]
     roles = [fair_role(lanes, w, r) for w in waits for lanes in (True, False) for r in range(rounds)]
+    roles += [fair_role(True, w, r) + side[0] for w in waits for r in range(rounds) for side in beside.sides(0)]
     roles += [f"rate{d}" for d in DRAINERS]
     stack = Stack(run_dir / "stack", [trigger_queue(role, token) for role in roles])
     scenarios = []
     try:
         stack.start()
-        for wait_ms in waits:
+        for wait_ms in waits if before is not None else ():  # a change against its parent, in the same rounds
+            play = functools.partial(
+                fairness_round, stack, token, True, count, run_dir, wait_ms, probe_every_s=probe_every_s,
+                azurite_parts=azurite_parts,
+            )  # fmt: skip
+            scenarios.append(await beside.measure_change(play, before, rounds, wait_ms))
+        for wait_ms in waits if before is None else ():
             paired = []
             for r in range(rounds):  # the order alternates, so drift on a shared machine falls on both
                 done = {}
@@ -316,7 +330,7 @@ async def measure(
                     )
                 paired.append({"with_lanes": done[True], "shared_lane": done[False]})
             scenarios.append(scenario_summary(wait_ms, paired))
-        limited = [await rate_round(stack, token, d, limit, run_dir) for d in DRAINERS] if rates else []
+        limited = [await rate_round(stack, token, d, limit, run_dir) for d in DRAINERS] if rates and not before else []
     finally:
         stack.stop_all()
     return {
@@ -342,6 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--azurite-parts", action="store_true", help="time Azurite's own calls on B's path at each of B's 202s"
     )
     parser.add_argument("--spin", type=int, default=0, help="CPU-bound processes the bench runs beside it")
+    parser.add_argument("--before", type=Path, help="another checkout (a change's parent): with lanes only, both sides")
+    parser.add_argument("--before-commit", default="", help="the commit --before's checkout holds")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("azure").setLevel(logging.WARNING)
@@ -359,8 +375,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 waits=tuple(args.waits),
                 probe_every_s=args.probe_every,
                 azurite_parts=args.azurite_parts,
+                before=args.before,
             )
         )
+    if args.before is not None:
+        result["before_commit"] = args.before_commit
     result["spinners"] = args.spin  # CPU-bound processes beside the whole run, started and stopped by it
     result["machine"] = machine.details() | {"commit_at_start": at_start["commit"], "load_during_run": load.summary()}
     args.json.write_text(json.dumps(result, indent=2) + "\n")
