@@ -17,7 +17,7 @@ from typing import Any
 from bench import cost
 from bench.measures.chunked import section as chunked
 from bench.measures.curves import section as curves
-from bench.measures.fairness import flow, parts
+from bench.measures.fairness import beside_section, flow, parts
 from bench.measures.idle import section as idle
 from bench.measures.idle_sources import section as idle_sources
 from bench.measures.latency import section as latency
@@ -70,6 +70,7 @@ SECTIONS: list[Section] = [
     own_file(flow.section),
     own_file(parts.section),
     own_file(parts.section_spin),
+    own_file(beside_section.section),
     own_file(platform.section),
     own_file(cost.section),
     findings.findings,

@@ -380,6 +380,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.before is not None:
         result["before_commit"] = args.before_commit
+        result["command"] = " ".join(["python -m bench.fairness", *(argv or sys.argv[1:])]).replace(
+            str(args.before), f"<a checkout of {args.before_commit or 'the parent'}>"
+        )
     result["spinners"] = args.spin  # CPU-bound processes beside the whole run, started and stopped by it
     result["machine"] = machine.details() | {"commit_at_start": at_start["commit"], "load_during_run": load.summary()}
     args.json.write_text(json.dumps(result, indent=2) + "\n")
