@@ -70,6 +70,12 @@ CAUGHT = [
     ("list-counts-raw", 31),  # storage: the batch list agrees with the status route
     ("export-line-per-record", 31),  # storage: the export lists each position once
     ("own-commit-is-a-conflict", 10),  # submit: a 409 only while another request of its key is in flight
+    ("background-null-is-foreground", 2),  # replay: a malformed request is a 4xx naming it (issue 26 item 2)
+    ("int-parsed-before-its-length", 0),  # replay: a malformed request is a 4xx naming it (issue 26 item 3)
+    ("replay-ids-unchecked", 0),  # replay: a malformed request is a 4xx naming it, no job written (issue 26 item 4)
+    ("replay-unbounded-in-time", 9),  # replay: a synchronous replay takes no chunk after 60 s (issue 26 item 2)
+    ("steps-sized-by-rate", 2),  # replay: a job's progress counts every chunk it took (issue 26 item 10)
+    ("stale-copies-kept", 18),  # replay: no stale parked copy left after a replay of everything (issue 26 item 15)
 ]
 # Rows once here whose seeds moved with the world's doors and the app's changes (none fails its old seed any
 # more, checked by hand: no-look-chain 2 (now `storage` 1, its doorbells lost), receive-without-share 6,
