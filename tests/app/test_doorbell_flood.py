@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from shared.core.events import Reason, TriggerEvent
 from shared.ops.reports import read_batch_status
 from shared.router import route
@@ -25,6 +27,7 @@ def doorbells(services: Any) -> list[TriggerEvent]:
     return [e for e, _ in services.publisher.events if e.reason is Reason.SUBMITTED]
 
 
+@pytest.mark.slow
 async def test_a_floods_doorbells_delivered_after_its_drain_cost_no_storage_transaction(configure) -> None:
     services = configure(publisher=RecordingPublisher(), HANDLER=RECORD)
     batches = [await submit_to(services, f"f{i}", 1, tenant=f"tenant{i}") for i in range(TENANTS)]

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from shared.router import route
 from shared.store.received import epoch_ms
 from shared.watch import lookout
 from tests.app.conftest import RecordingPublisher, drain_all
 from tests.app.test_lookout import looks, submit_one
 from tests.app.test_replay_job_start import answer_lost_once
+
+# Each waits seconds (the storage SDK's retry back-off, the look's floor): `make test`, not test-fast.
+pytestmark = pytest.mark.slow
 
 
 async def assert_armed_by_a_live_look(services: Any) -> None:

@@ -57,6 +57,7 @@ async def test_a_stale_pop_receipt_is_named_as_such(configure):
     assert answer.value.status == 400
 
 
+@pytest.mark.slow
 async def test_a_message_received_again_elsewhere_is_left_to_its_new_holder(configure, caplog):
     services = configure()
     queue, stale, current = await received_twice(services)

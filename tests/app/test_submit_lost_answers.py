@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from azure.core.exceptions import ServiceResponseError
 from azure.core.pipeline.transport import AioHttpTransport
 
@@ -20,6 +21,8 @@ from shared.core.errors import StorageUnavailable
 from shared.intake import submit
 from tests.app.conftest import RecordingPublisher, drain_all, http_request
 
+# Each waits out the SDK's retry back-off of the write whose answer it loses (seconds): `make test`, not test-fast.
+pytestmark = pytest.mark.slow
 MANIFEST = "/manifest.json"
 
 

@@ -49,6 +49,7 @@ def test_two_processes_stop_at_the_first_failed_seed(capsys: pytest.CaptureFixtu
     assert "random: 2 seed(s) in - s, 1 failed: [1]" in out
 
 
+@pytest.mark.slow  # seconds of seeds in two pairs of processes: `make test`, not test-fast
 def test_today_s_code_gives_the_same_fingerprints_and_reach_in_two_processes(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -61,6 +62,7 @@ def test_today_s_code_gives_the_same_fingerprints_and_reach_in_two_processes(
     assert len(set(re.findall(r"^submit seed \d: ([0-9a-f]{16})$", one, re.M))) == 3
 
 
+@pytest.mark.slow  # seconds of seeds in two pairs of processes: `make test`, not test-fast
 def test_the_runner_in_two_processes_finds_the_seed_one_process_finds(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -76,6 +78,7 @@ def _measured(path: Path, seed: int | None, tried: int) -> Path:
     return path
 
 
+@pytest.mark.slow  # seconds of seeds in two pairs of processes: `make test`, not test-fast
 def test_verify_reproduces_a_row_on_its_seed_and_writes_nothing_new(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -107,11 +107,16 @@ ALONE = [
     "no-continuation-at-budget",
 ]
 BY_NAME = {m.name: m for m in MUTANTS}
-# Rows whose runs take seconds each (hundreds of virtual seconds of notice retries): in `make test`, not test-fast.
+# Rows whose runs take seconds each (hundreds of virtual seconds of notice retries, replays, floods, parked chunks),
+# their baselines too unless a fast row shares the seed: in `make test`, not test-fast (under a minute).
 SLOW = {"notice-claim-held-for-the-delay", "notice-redelivered-past-the-deadline", "callback-allowed-by-host",
         "notice-error-shown-raw", "carrier-any-of-the-generation", "slow-listing-taken-as-fresh",
         "cancel-prunes-every-marker", "look-lists-every-marker", "page-reads-a-window",
-        "no-continuation-at-budget"}  # fmt: skip
+        "no-continuation-at-budget", "closed-chunks-starve-replay", "late-doorbells-drain", "replay-strands-chunk",
+        "replay-rings-at-end", "null-widens-replay", "discard-names-batch-positions",
+        "sync-judged-before-the-pool", "discard-replaces-outcome", "final-batch-replayed",
+        "tolerance-judged-once", "retry-delay-in-seconds", "lane-depths-every-tick", "stale-copies-kept",
+        "replay-unbounded-in-time", "int-parsed-before-its-length", "replay-ids-unchecked"}  # fmt: skip
 
 
 def _params(rows: list[tuple[str, int]], slow: set[tuple[str, int]]) -> list[Any]:
