@@ -42,12 +42,14 @@ def test_scheduled_batches_whose_doorbells_were_deferred_or_rung_by_a_retry_star
 
 @pytest.mark.slow
 def test_a_drain_is_judged_for_lost_wake_ups_as_it_stops_not_as_its_function_returns() -> None:
-    """Flood seed 99 at 5d3667f: i0's drain of work-0 stopped with work possibly left (an express page came back
-    full) and published its `continue`; i1 took it and found the partition empty while i0's function still
-    finalised the batches its drain touched, and meanwhile a submit stored a chunk on work-0 and had yet to ring its
-    doorbell. Judged as i0's function returned, that chunk looked left behind with no wake-up. The app's fixes of
-    612b9cc and 83100d0 moved that schedule (no flood seed of 0-49 and 100-149 has the shape now), so the seed
-    stays here as a fixed seed that must pass; the correction's own demonstration is in 5d3667f's message."""
-    outcome = run(99, family="flood")
+    """Flood seed 166: i1's drain of work/0 stops with work possibly left (`work-left`: an express page came back
+    full) and publishes its `continue`; i0 takes it and finds the partition empty at 11.7 s while i1's function
+    still finalises the batches its drain touched, returning at 14.8 s. That is the shape of flood seed 99 at
+    5d3667f (612b9cc and 83100d0 moved it), where a submit also stored a chunk in that window: judged as the
+    function returned, the chunk looked left behind with no wake-up. Here no submit does (the check judged the old
+    way passes this seed too), so the seed holds the shape and that the check, run as the drain stops, passes it."""
+    outcome = run(166, family="flood")
     assert outcome.ok, outcome.report()
-    assert outcome.features, outcome.report()  # it ran a flood: the world reached its doors
+    trace = [line.split(maxsplit=1)[1] for line in outcome.trace]
+    served = trace.index("i0 continue work/0: empty in 0.1 s")  # the schedule moved: find the shape again
+    assert "i1 submitted work/0: work-left in 13.6 s" in trace[served:], outcome.report()
