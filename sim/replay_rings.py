@@ -8,8 +8,9 @@ ahead of it) of when it
 went back, taken at its latest: the call's start plus one pace interval per chunk the call took before it. A chunk
 of a batch cancelled or expired by then has no call (it is discarded). Excused where nothing could take it up in
 time whatever rang: Service Bus losing messages (the doorbell may be lost),
-a handler call hanging in that partition (its session holds the partition past its budget), or hung calls
-holding every instance or all of HANDLER_MAX_IN_FLIGHT.
+a handler call hanging in that partition (its session holds the partition past its budget), hung calls
+holding every instance, or, with HANDLER_MAX_IN_FLIGHT set, a call hung anywhere (its drainer's claim may hold
+all of the limit).
 """
 
 from __future__ import annotations
@@ -73,8 +74,10 @@ def excused(world: World, partition: str, back: float, bound: float) -> bool:
     hung = [c for c in world.calls if c.ended_s is None and back + bound - FUNCTION_TIMEOUT_S <= c.started_s <= back]
     if any(partition_for(world, c.batch_id, c.chunk) == partition for c in hung):
         return True
+    # With HANDLER_MAX_IN_FLIGHT set, a call hung anywhere holds its drainer's claim on the limit, which can be
+    # all of it, so the other partitions' drainers wait for it too (as `sim.sessions` excuses their sessions).
     limit = settings.handler_max_in_flight
-    return len({c.instance for c in hung}) >= len(world.live()) or bool(limit and len(hung) >= limit)
+    return len({c.instance for c in hung}) >= len(world.live()) or bool(limit and hung)
 
 
 def closed(world: World, batch_id: str) -> bool:
