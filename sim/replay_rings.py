@@ -5,7 +5,8 @@ goes on putting others back for up to a minute.
 Checked after each synchronous replay that put chunks back (`sim.replayers`): the first chunk it put back to each
 partition has a handler call starting within RING_BOUND_S (plus the bus's delay, a thread's start and one call
 ahead of it) of when it
-went back, taken at its latest: the call's start plus one pace interval per chunk the call took before it. A chunk
+went back, taken at its latest: the call's start plus one pace interval per chunk the call took before it (an
+unpaced call's answer, since its storage requests may each take seconds). A chunk
 of a batch cancelled or expired by then has no call (it is discarded). Excused where nothing could take it up in
 time whatever rang: Service Bus losing messages (the doorbell may be lost),
 a handler call hanging in that partition (its session holds the partition past its budget), hung calls
@@ -48,6 +49,8 @@ def watch(world: World, began: float, answer: dict[str, Any]) -> None:
         # those it left parked too (a second copy of one it put back).
         earliest = began + gap * taken
         back = began + gap * (taken + len(answer.get("skipped") or []))
+        if not gap:  # unpaced: its reads may be slow (seconds each), so it is back by the answer at the latest
+            back = world.now_s()
         first.setdefault(partition, (batch_id, int(index), earliest, back))
     for partition, (batch_id, index, earliest, back) in first.items():
         world.spawn(check(world, partition, batch_id, index, earliest, back, bound), "replay ring check")
