@@ -17,6 +17,7 @@ from shared.batch.lifecycle import ENDED_CHECK_S
 from shared.batch.verdicts import CommittedAttempts, DrainedBatches, EndedBatches
 from shared.bus.deferrals import DeferredTriggers
 from shared.bus.publisher import Publisher
+from shared.core.lanes import Lane
 from shared.core.settings import Settings
 from shared.handlers import ChunkHandler
 from shared.store.fallback_state import BackoffStore
@@ -36,6 +37,9 @@ class Services:
     watch: Callable[[Services, str, datetime | None], Awaitable[bool]]
     # (queue, slot) pairs this process is draining right now: a duplicate trigger costs no transaction.
     draining: set[tuple[str, int]] = field(default_factory=set)
+    # partition -> how the drainer at work on it here hears of a lane this process's submit just marked (the lane
+    # and its mark), as its next listing would find it (shared.intake.lane_marks); set while its session holds a lease
+    lane_news: dict[str, Callable[[Lane, str], None]] = field(default_factory=dict)
     # partition -> when (wall clock, ms) the last look of a drainer here that found it without visible work began:
     # a doorbell whose work was ready well before that is covered (shared.engine.serve); one key per partition
     looked: dict[str, int] = field(default_factory=dict)

@@ -228,6 +228,7 @@ class Drainer(ExpressPages):
         self.quiet = dict(self._quiet_read[0])
         self.order.start(self.quiet)  # a lane found empty at its mark costs this session nothing
         self._lease = lease
+        self.s.lane_news[self.queue_name] = self.lanes.heard  # a submit here marks a lane: heard at once
         self._spawn_receiver(lease)
         watcher = asyncio.create_task(self.lanes.watch(), name=f"lanes {self.queue_name}/{self.slot}")
         more = False
@@ -246,6 +247,8 @@ class Drainer(ExpressPages):
             # Cancelled (the function timed out) or failed: no receiver, listing or express page may outlive the
             # session and its lease (nothing starts one once `_lease` is None).
             self._lease = None
+            if self.s.lane_news.get(self.queue_name) == self.lanes.heard:
+                del self.s.lane_news[self.queue_name]
             watcher.cancel()
             for task in self._receivers:
                 task.cancel()

@@ -57,9 +57,9 @@ async def mark(
     *,
     tenant: str | None = None,
     storing: bool = False,
-) -> None:
-    """Say a submit (or a replay) writes to the lane `name`. `committed`: the batch id and the attempt it
-    committed at `accepted_ms`, which a drainer that lists the mark takes as read
+) -> str:
+    """Say a submit (or a replay) writes to the lane `name`; answers the mark written. `committed`: the batch id
+    and the attempt it committed at `accepted_ms`, which a drainer that lists the mark takes as read
     (`shared.core.lanes.committed_in`), so the batch's first chunk needs no manifest read. `tenant`: the id the
     mark keeps (read from the old mark when not given, for a lane named by a hash). `storing`: a submit's mark
     before it stores (`shared.core.lanes.storing`)."""
@@ -72,6 +72,7 @@ async def mark(
     metadata = {MARK: stamp} | ({TENANT: tenant} if tenant is not None and tenant != DEFAULT_TENANT else {})
     async with translated(f"mark {name}"):
         await queue.set_queue_metadata(metadata)
+    return stamp
 
 
 async def depth(services: Services, name: str) -> int:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import math
 from collections.abc import Callable
 
 from shared.core.errors import StorageError
-from shared.core.lanes import LaneOrder, committed_in
+from shared.core.lanes import Lane, LaneOrder, committed_in
 from shared.engine import lane_queues
 from shared.services import Services
 
@@ -50,6 +51,7 @@ class LaneWatch:
         self.started = 0
         self._started_at_listing = 0
         self._listing: asyncio.Task[None] | None = None
+        self._context: contextvars.Context | None = None  # the watcher's, once it watches
 
     def recently_listed(self) -> bool:
         return self.clock() - self.listed_at < LANE_POLL_S
@@ -65,6 +67,7 @@ class LaneWatch:
     async def watch(self) -> None:
         """While the receivers work, list the lanes whenever that is due (`due`): a new tenant's batch is found
         within about LANE_POLL_S, however long the receivers' pages take."""
+        self._context = contextvars.copy_context()  # the session's: what a submit's news is taken in (`heard`)
         while True:
             await asyncio.sleep(LANE_WATCH_S)
             if self.due():
@@ -101,7 +104,19 @@ class LaneWatch:
         self.listed_at = self.clock()
         self._started_at_listing = self.started
         mid_drain = self._mid_drain()
-        found = await lane_queues.listed(self.s, self.queue_name)
+        self._learn(await lane_queues.listed(self.s, self.queue_name), mid_drain)
+
+    def heard(self, lane: Lane, mark: str) -> None:
+        """A submit of this process marked `lane` (`shared.intake.lane_marks`): what a listing would find of it, at
+        once, with no ListQueues (the lanes not named are as last listed). Taken in the watcher's context, not the
+        submit's: an express page it starts is the drain session's (its span, its transactions' tally)."""
+        if self._context is not None:
+            found: lane_queues.Found = {lane.name: (lane, mark)}
+            asyncio.get_running_loop().call_soon(self._learn, found, None, context=self._context)
+
+    def _learn(self, found: lane_queues.Found, mid_drain: bool | None) -> None:
+        if mid_drain is None:
+            mid_drain = self._mid_drain()
         for _, mark in found.values():  # a mark names the batch its submit committed: no manifest read for it
             committed = committed_in(mark)
             if committed is not None and self.s.committed.get(committed[0], now=self.clock()) != committed[1]:

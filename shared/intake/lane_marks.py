@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 
 from shared.core.errors import LimitExceeded, StorageError
-from shared.core.lanes import queue_suffix
+from shared.core.lanes import Lane, queue_suffix
 from shared.engine import lane_queues
 from shared.services import Services
 
@@ -46,16 +46,25 @@ async def premark_lanes(services: Services, lanes: Sequence[str], tenant: str) -
 
 
 async def mark_lanes(
-    services: Services, lanes: Sequence[str], committed: tuple[str, str] | None, accepted_ms: int, tenant: str
+    services: Services, lanes: Sequence[Lane], committed: tuple[str, str] | None, accepted_ms: int
 ) -> None:
     """After the commit (a chunk taken before it would only be put back): a drainer that found a lane empty
     takes it again when it sees the mark move. `committed`: the batch and attempt, once the batch is indexed
     (None if its index write failed: a drainer then admits it by its manifest, and indexes it). Best effort: the
     mark before storing already moved, so a drainer looking at the lane admits the batch after reading its
-    manifest."""
+    manifest.
+
+    A drainer of this process at work on a lane's partition hears of its mark at once (`Services.lane_news`), as
+    its next listing would find it: a newcomer's batch is not left waiting for that listing, its ListQueues and
+    the receives, settles and deletes of another tenant's backlog the drainer's event loop runs meanwhile."""
     try:
-        await asyncio.gather(
-            *(lane_queues.mark(services, name, committed, accepted_ms, tenant=tenant) for name in lanes)
+        marks = await asyncio.gather(
+            *(lane_queues.mark(services, lane.name, committed, accepted_ms, tenant=lane.tenant) for lane in lanes)
         )
     except StorageError as e:
-        log.warning("could not mark lanes %s: %s", ",".join(lanes), e)
+        log.warning("could not mark lanes %s: %s", ",".join(lane.name for lane in lanes), e)
+        return
+    for lane, mark in zip(lanes, marks, strict=True):
+        heard = services.lane_news.get(lane.partition)
+        if heard is not None:
+            heard(lane, mark)

@@ -185,7 +185,8 @@ async def _submit(
         request=batches.bound(priority, *options.asked(), callback_url, options.metadata) if key is not None else None,
         metadata=options.metadata,
     )
-    lanes = [Lane(queue, tenant, priority).name for queue in chunk_queues]
+    chunk_lanes = [Lane(queue, tenant, priority) for queue in chunk_queues]
+    lanes = [lane.name for lane in chunk_lanes]
     quota_gate.check_size(settings, len(intake.items))
     if tenant != DEFAULT_TENANT:
         await check_tenant_room(services, tenant)
@@ -231,7 +232,7 @@ async def _submit(
     indexed = await batch_index.record(container, manifest.accepted(accepted_at))
     accepted_ms = int(accepted_at.timestamp() * 1000)
     committed = (batch_id, manifest.attempt) if indexed else None
-    await mark_lanes(services, sorted(set(lanes)), committed, accepted_ms, tenant)
+    await mark_lanes(services, sorted(set(chunk_lanes), key=lambda lane: lane.name), committed, accepted_ms)
     trigger = await ring(services, manifest, intake.encoded_bytes, options.not_before, committed=indexed)
     manifest = manifest.accepted(accepted_at, trigger)
     # Only a deferral costs a second write; a manifest without `trigger` was announced.
