@@ -14,7 +14,7 @@ from shared.engine.drainer import Drainer
 from shared.handlers import ChunkContext
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher
-from tests.app.test_lanes import RECORD, submit_to
+from tests.app.tenants import RECORD, submit_to
 
 
 @pytest.mark.slow
