@@ -39,6 +39,7 @@ from shared.core import layout
 from shared.core.backoff import PollPolicy, capped_exponential_ms, decreased_ms, jittered_ms
 from shared.core.errors import PreconditionFailed, ResourceConflict, ResourceMissing, StorageError, TriggerUnavailable
 from shared.core.events import Reason, TriggerEvent
+from shared.engine.wakeups import WAKE_MARGIN_MS
 from shared.services import Services
 from shared.store.received import epoch_ms
 from shared.store.storage import read_json, write_json
@@ -51,6 +52,7 @@ log = logging.getLogger(__name__)
 # reasons: a cold start (users report up to about 2 minutes) and a drain that holds the instance's one
 # execution slot, which ends at DRAIN_BUDGET_S (4 minutes by default).
 GRACE_MS = 10 * 60 * 1000
+LATE_SENDS = 3  # looks sent again at most, each farther ahead, when the blob could name one only once it was due
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,44 @@ async def watch(services: Services, rang: TriggerEvent, at: datetime | None = No
 
 async def schedule(services: Services, queue: str, chain: Chain, etag: str | None, interval_ms: int) -> bool:
     """Send the next look `interval_ms` (jittered) ahead, then name it in the blob over `etag`; False (and the
-    look withdrawn) if another writer got there first."""
+    look withdrawn) if another writer got there first.
+
+    A look due before the blob named it (the write outlasted the interval: storage slow or failing, the SDK
+    retrying) may have come already and been taken for a leftover, leaving the blob naming a look that is gone,
+    "armed" until GRACE_MS past due, so no submit armed the chain again (the simulation's storage seed 889: a
+    write of 16 s against a 5 s floor, the queue unlooked-at until the timer's tick). Such a look is followed by
+    another, farther ahead by what the write took, named over it, up to LATE_SENDS times."""
+    policy = services.backoff.policy
+    for _ in range(1 + LATE_SENDS):
+        sent_ms = epoch_ms()
+        named = await _send_and_name(services, queue, etag, interval_ms)
+        if named is None:
+            return False
+        look_at_ms, etag = named
+        now_ms = epoch_ms()
+        if now_ms < look_at_ms - early_ms(interval_ms):
+            log.info("look chain of %s armed: next look in %.0f s", queue, (look_at_ms - now_ms) / 1000)
+            return True
+        took_s, ahead_s = (now_ms - sent_ms) / 1000, (look_at_ms - now_ms) / 1000
+        log.warning(
+            "look chain of %s: its look was named %.1f s after it was sent, %.1f s before it was due: it may have "
+            "come first and been ignored; sending another", queue, took_s, ahead_s,
+        )  # fmt: skip
+        interval_ms = min(policy.ceiling_ms, interval_ms + now_ms - sent_ms)
+    return True
+
+
+def early_ms(interval_ms: int) -> int:
+    """How early a look may come by the clocks: Service Bus enqueues it by its own clock, from ours
+    (`WAKE_MARGIN_MS`), or half its interval for one too short to leave that much (tests)."""
+    return min(WAKE_MARGIN_MS, interval_ms // 2)
+
+
+async def _send_and_name(
+    services: Services, queue: str, etag: str | None, interval_ms: int
+) -> tuple[int, str | None] | None:
+    """One look sent and named (`schedule`): when it is due and the blob's new ETag; None if another writer got
+    there first."""
     policy = services.backoff.policy
     look_at_ms = epoch_ms() + jittered_ms(interval_ms, jitter=policy.jitter, u=random.random())
     token = uuid.uuid4().hex
@@ -151,20 +190,22 @@ async def schedule(services: Services, queue: str, chain: Chain, etag: str | Non
     armed = Chain(token=token, look_at_ms=look_at_ms, interval_ms=interval_ms)
     container = await services.storage.ensure_container(services.settings.state_container)
     try:
-        await write_json(container, layout.look_blob(queue), armed.to_json(), etag=etag, create_only=etag is None)
+        etag = await write_json(
+            container, layout.look_blob(queue), armed.to_json(), etag=etag, create_only=etag is None
+        )
     except (PreconditionFailed, ResourceConflict):
         # Another writer first; or storage applied this very write and its answer was lost, the SDK's retry then
         # meeting the new ETag. Withdrawing our own look then left the blob naming a look that never came: the
         # chain dead until the timer's tick (the simulation's storage seed 168). The token is this call's alone.
-        if (await read(services, queue))[0].token != token:
+        stored, etag = await read(services, queue)
+        if stored.token != token:
             log.info("look chain of %s armed elsewhere first; this look is withdrawn", queue)
             await withdraw(services, sequence)
-            return False
+            return None
     except StorageError:
         await withdraw(services, sequence)
         raise
-    log.info("look chain of %s armed: next look in %.0f s", queue, (look_at_ms - epoch_ms()) / 1000)
-    return True
+    return look_at_ms, etag
 
 
 async def withdraw(services: Services, sequence: int | None) -> None:

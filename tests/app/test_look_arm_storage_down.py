@@ -44,7 +44,7 @@ def look_writes_fail(monkeypatch: pytest.MonkeyPatch, queue: str) -> tuple[list[
 async def test_a_look_chain_storage_would_not_arm_at_a_submit_is_armed_once_storage_answers(
     configure: Any, app_functions: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    services = configure(publisher=RecordingPublisher(), BACKOFF_FLOOR_MS="2000", BACKOFF_JITTER="0")
+    services = configure(publisher=RecordingPublisher(), BACKOFF_FLOOR_MS="10000", BACKOFF_JITTER="0")
     queue = services.settings.work_queue
     failed, down = look_writes_fail(monkeypatch, queue)
 

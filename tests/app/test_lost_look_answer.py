@@ -32,7 +32,7 @@ async def assert_armed_by_a_live_look(services: Any) -> None:
 
 
 async def test_a_first_arm_whose_write_lost_its_answer_keeps_its_look(configure: Any, monkeypatch: Any) -> None:
-    services = configure(publisher=RecordingPublisher(), BACKOFF_FLOOR_MS="2000", BACKOFF_JITTER="0")
+    services = configure(publisher=RecordingPublisher(), BACKOFF_FLOOR_MS="10000", BACKOFF_JITTER="0")
     lost = answer_lost_once(monkeypatch, "PUT", "/looks/")
 
     await submit_one(services)
@@ -44,7 +44,7 @@ async def test_a_first_arm_whose_write_lost_its_answer_keeps_its_look(configure:
 async def test_a_look_whose_successor_write_lost_its_answer_keeps_the_chain_armed(
     configure: Any, monkeypatch: Any
 ) -> None:
-    services = configure(publisher=RecordingPublisher(), BACKOFF_FLOOR_MS="2000", BACKOFF_JITTER="0")
+    services = configure(publisher=RecordingPublisher(), BACKOFF_FLOOR_MS="10000", BACKOFF_JITTER="0")
     await submit_one(services)  # a message nobody drains: the look finds it
     [(first, _)] = looks(services.publisher)
     lost = answer_lost_once(monkeypatch, "PUT", "/looks/")
@@ -57,7 +57,7 @@ async def test_a_look_whose_successor_write_lost_its_answer_keeps_the_chain_arme
 
 
 async def test_a_look_whose_ending_write_lost_its_answer_still_ends_the_chain(configure: Any, monkeypatch: Any) -> None:
-    services = configure(publisher=RecordingPublisher(), BACKOFF_FLOOR_MS="2000", BACKOFF_JITTER="0")
+    services = configure(publisher=RecordingPublisher(), BACKOFF_FLOOR_MS="10000", BACKOFF_JITTER="0")
     await submit_one(services)
     await drain_all(services)
     [(first, _)] = looks(services.publisher)
