@@ -162,6 +162,18 @@ def _arm_storage_failure_left_to_timer() -> Iterator[None]:
 
 
 @contextmanager
+def _look_named_late_kept() -> Iterator[None]:
+    """Issue 37 (storage seed 889): a look the chain could name only once it was due (its write slow) is kept,
+    though it may have come first and been ignored as a leftover: the blob names a look that came and went."""
+
+    async def schedule(services: Any, queue: str, chain: Any, etag: str | None, interval_ms: int) -> bool:
+        return await send_and_name(services, queue, etag, interval_ms) is not None
+
+    send_and_name = vars(lookout)["_send_and_name"]
+    yield from swap(lookout, "schedule", schedule)
+
+
+@contextmanager
 def _retry_delay_in_seconds() -> Iterator[None]:
     """A retried item's delay taken in seconds where it is milliseconds: the message is hidden for minutes, looked
     at all along (the look bound holds), handled long after the faults are over."""
@@ -211,6 +223,9 @@ MUTANTS = [
                "whose items never retry, so no look there is armed far ahead"),
     Mutant("arm-storage-failure-left-to-timer", "114829a (issue 37)", "a look chain storage would not let a "
            "submit arm is left to the timer", _arm_storage_failure_left_to_timer, family="storage", expect=LOOKED,
+           invariant='a look after every 202 (`Looks`)'),
+    Mutant("look-named-late-kept", "dfaea48 (issue 37)", "a look the chain named only once it was due is kept "
+           "(it may have come first and been ignored)", _look_named_late_kept, family="storage", expect=LOOKED,
            invariant='a look after every 202 (`Looks`)'),
     Mutant("retry-delay-in-seconds", "none (made here)", "a retried item's delay taken in seconds, not "
            "milliseconds", _retry_delay_in_seconds, expect=SETTLED,
