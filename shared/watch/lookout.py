@@ -21,7 +21,8 @@ One chain per queue: the state blob (`looks/{queue}.json`) names the armed look'
 whose token is not the blob's is a leftover (of a lost race, or of a chain re-armed after its look was
 late beyond `GRACE_MS`) and does nothing. The event is scheduled before the blob names it, so the blob
 never names a look that was not sent; an event sent for a write that then lost its race is cancelled, or
-arrives and is ignored.
+arrives and is ignored. A look the blob could name only once it was due (storage slow) may have come first and
+been ignored: another is sent, farther ahead, and named over it.
 """
 
 from __future__ import annotations
