@@ -226,7 +226,7 @@ MUTANTS = [
            invariant='a look after every 202 (`Looks`)'),
     Mutant("look-named-late-kept", "dfaea48 (issue 37)", "a look the chain named only once it was due is kept "
            "(it may have come first and been ignored)", _look_named_late_kept, family="storage", expect=LOOKED,
-           invariant='a look after every 202 (`Looks`)'),
+           invariant='a look after every 202 (`Looks`)', seeds=900),
     Mutant("retry-delay-in-seconds", "none (made here)", "a retried item's delay taken in seconds, not "
            "milliseconds", _retry_delay_in_seconds, expect=SETTLED,
            invariant='liveness from the last fault (`sim.promises`)'),
