@@ -224,7 +224,7 @@ MUTANTS = [
     Mutant("arm-storage-failure-left-to-timer", "114829a (issue 37)", "a look chain storage would not let a "
            "submit arm is left to the timer", _arm_storage_failure_left_to_timer, family="storage", expect=LOOKED,
            invariant='a look after every 202 (`Looks`)'),
-    Mutant("look-named-late-kept", "dfaea48 (issue 37)", "a look the chain named only once it was due is kept "
+    Mutant("look-named-late-kept", "175ab5c (issue 37)", "a look the chain named only once it was due is kept "
            "(it may have come first and been ignored)", _look_named_late_kept, family="storage", expect=LOOKED,
            invariant='a look after every 202 (`Looks`)', seeds=900),
     Mutant("retry-delay-in-seconds", "none (made here)", "a retried item's delay taken in seconds, not "
