@@ -6,10 +6,10 @@ by a look a few seconds later:
   doorbell from ringing at once: Service Bus refusing sends (the doorbell is deferred: `shared.bus.deferrals`
   rings it once Service Bus answers), or Service Bus away and the answering instance dying before its doorbell is
   sent (no 202: the client's keyed retry finds the batch committed and rings it, `shared.intake.submit`). Every
-  doorbell of a scheduled batch must come at its start (issue 36 item 6), which `sim.progress` holds.
+  doorbell of a scheduled batch must come at its start (issue 36 item 6), which `sim.checks.progress` holds.
 - `flood`: many tenants' one-item submits within seconds while a drainer holds the partition's lease: their
   doorbells queue behind the drain that takes their work and come due after it (issue 36 item 16), which
-  `sim.doorbells` holds to no storage call.
+  `sim.checks.doorbells` holds to no storage call.
 
 Their draws come from generators of their own; no other family's draws change.
 """

@@ -14,7 +14,7 @@
   sends or dropping its link while deliveries go on, slow storage, sync handlers;
 - `replay`: tenants as callers (`TENANT_FROM=principal`) whose batches end with chunks parked (items failing past
   MAX_DEQUEUE_COUNT, ended by a cancel, an expiry or their max_failed_fraction), then, once faults are over, one
-  replay after another through the API (`sim.replayers`): the operator's replay of everything page by page with a
+  replay after another through the API (`sim.doors.replayers`): the operator's replay of everything page by page with a
   small `limit` (sometimes paced), tenants replaying their own batch or another tenant's, and bodies that name
   nothing (empty, `{}`, a null, options only), from the operator and from tenants.
 
@@ -27,8 +27,9 @@ import random
 from dataclasses import replace
 
 from shared.ops.replay_marks import CLAIM_S
-from sim import history, malformed, notice_drills, replay_time, second_parks
+from sim import history
 from sim.doorbell_families import flood, schedule
+from sim.doors import malformed, notice_drills, replay_time, second_parks
 from sim.host import RESULTS
 from sim.receiver import SECRET
 from sim.scenario import BASIC, FAMILIES, SIZES, Crash, ReplayCall, Scenario, Span, Submit, draw_settings
@@ -41,7 +42,7 @@ CALLBACK_SETTINGS = {
 }
 LIFECYCLE_MODES = ("ok", "ok", "ok", "ok", "ok", "t1", "t2", "perm", "t6")  # t6: fails past MAX_DEQUEUE_COUNT
 PARKING_MODES = ("ok", "ok", "ok", "t1", "perm", "t6", "t6")
-# Replay bodies that name nothing (`sim.replayers.NAMING_NOTHING` has each body): a 400 for every caller.
+# Replay bodies that name nothing (`sim.doors.replayers.NAMING_NOTHING` has each body): a 400 for every caller.
 UNNAMED = ("empty", "blank", "{}", "batch_id-null", "message_ids-null", "all-null", "limit-only", "all-false",
            "background-false")  # fmt: skip
 RECEIVER_KINDS = ("down", "slow", "failing", "duplicating")
@@ -278,8 +279,8 @@ def replays(scenario: Scenario, rng: random.Random, instances: int) -> None:
 def slow_replay(scenario: Scenario) -> bool:
     """Drawn apart: in half the seeds, a batch still processing when the replays come (a handler call hanging until
     `functionTimeout` holds one of its chunks in one partition) while its parked chunks wait in the other, and the
-    first replay of everything paced slowly, so the chunks it puts back first wait for a doorbell (`sim.replay_rings`).
-    Service Bus loses nothing there (a lost doorbell would excuse the wait)."""
+    first replay of everything paced slowly, so the chunks it puts back first wait for a doorbell
+    (`sim.doors.replay_rings`). Service Bus loses nothing there (a lost doorbell would excuse the wait)."""
     rng = random.Random(f"slow-replay-{scenario.seed}")
     if rng.random() < 0.5:
         return False

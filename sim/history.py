@@ -2,13 +2,13 @@
 the ended markers' listings answer late (issue 36 items 8 and 9).
 
 - storage holds the ended markers a week of cancels left (`Scenario.history`), listed in pages of
-  `Scenario.list_page` (standing for Azure's 5,000: see `sim.costs`);
+  `Scenario.list_page` (standing for Azure's 5,000: see `sim.checks.costs`);
 - dozens of small batches, most cancelled soon after their submit: every cancel, every drainer's look and the
-  first look of each process meet that history (`sim.cost_promises`);
+  first look of each process meet that history (`sim.checks.cost_promises`);
 - a few big batches of many chunks, read a few results pages of a few lines at a time from some position;
 - medium batches cancelled while they run, with the listings of the recent markers (a drainer's look) answered
   seconds late around the cancel: a look begun before the cancel's answer knows nothing of it, and must not be
-  taken as fresh once it answered (`sim.invariants.Cancels`: no handler call past the bound).
+  taken as fresh once it answered (`sim.checks.invariants.Cancels`: no handler call past the bound).
 
 Its draws come from its own seeded `random.Random`s, as every family's.
 """

@@ -26,11 +26,11 @@ from shared.store.fallback_state import BackoffStore
 from shared.store.storage import Storage, configured
 from shared.telemetry.metering import TransactionCounter
 from shared.watch import lookout
-from sim import storage as simstorage
-from sim.account import CONNECTION_STRING
 from sim.bus import SimPublisher
 from sim.clock import SKEW_S
 from sim.scenario import Scenario
+from sim.storage import transport as simstorage
+from sim.storage.account import CONNECTION_STRING
 
 # The world (`sim.world.World`) is passed in, not imported: it imports this module.
 World = Any

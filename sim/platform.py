@@ -1,6 +1,6 @@
 """What the platform does in the simulated world besides delivering trigger events (`sim.host`): the timer
 function (everything `function_app.fallback_poll` runs: the fallback poll, then `shared.ops.notice_sweep`),
-the host's lock renewals failing for spans, the clients of `sim.callers` the scenario asks for, and,
+the host's lock renewals failing for spans, the clients of `sim.doors.callers` the scenario asks for, and,
 after a run, which features (doors) it reached.
 
 Records the world keeps for the invariants (`sim.world.World`): `calls` (`sim.host.Call`, every handler call,
@@ -18,7 +18,8 @@ from typing import Any
 from shared.ops import lifecycle, notice_sweep, reports
 from shared.services import Services
 from shared.watch import fallback
-from sim import callers, costs, doorbells, notice_drills, progress, replayers
+from sim.checks import costs, doorbells, progress
+from sim.doors import callers, notice_drills, replayers
 from sim.host import FUNCTION_TIMEOUT_S, Instance
 
 # The world (`sim.world.World`) is passed in, not imported: it imports this module.
@@ -34,10 +35,11 @@ FEATURES = (
     "replayed",  # a replay put parked chunks back
     "replay-past-limit",  # a synchronous replay met more parked chunks than its limit (set aside, left parked)
     "replay-unnamed",  # a replay whose body names nothing (empty, {}, a null, options only) answered 400
-    "malformed",  # a malformed request (an integer of 4,301 digits, a replay naming no id) answered (`sim.malformed`)
+    # a malformed request (an integer of 4,301 digits, a replay naming no id) answered (`sim.doors.malformed`)
+    "malformed",
     "notice",  # the receiver processed a completion notice
     "notice-retried",  # a notice attempt failed (receiver down, slow, failing or answer lost) and was retried
-    "notice-killed",  # the notice drill killed an instance during a notice attempt (`sim.notice_drills`)
+    "notice-killed",  # the notice drill killed an instance during a notice attempt (`sim.doors.notice_drills`)
     "callback-refused",  # a submit naming another port or scheme of the allowed callback host was refused
     "tolerance",  # a batch ended failed by its max_failed_fraction
     "schedule",  # a batch with a not_before in the future was accepted
@@ -51,10 +53,11 @@ FEATURES = (
     "settle-failed",  # completing a trigger message failed
     "send-refused",  # Service Bus refused a send while delivering
     "link-error",  # the publisher's link dropped during a send
-    "history",  # a cancel answered over a week of ended markers in storage (`sim.costs`)
-    "doorbell-deferred",  # a scheduled batch answered 202 while Service Bus refused its doorbell (`sim.progress`)
+    "history",  # a cancel answered over a week of ended markers in storage (`sim.checks.costs`)
+    # a scheduled batch answered 202 while Service Bus refused its doorbell (`sim.checks.progress`)
+    "doorbell-deferred",
     "schedule-retried",  # a scheduled batch answered 202 by a retry after the instance of its submit died
-    "late-doorbell",  # a doorbell came after its process's closing look saw its work taken (`sim.doorbells`)
+    "late-doorbell",  # a doorbell came after its process's closing look saw its work taken (`sim.checks.doorbells`)
 )
 
 
@@ -63,8 +66,8 @@ def start(world: World) -> None:
     scenario = world.scenario
     costs.start(world)  # the listing page and the history in storage, before anything runs
     world.spawn(timer(world), "timer")
-    progress.start(world)  # a batch with visible work is handled within a bound (`sim.progress`)
-    doorbells.start(world)  # a doorbell delivered after its work was taken costs nothing (`sim.doorbells`)
+    progress.start(world)  # a batch with visible work is handled within a bound (`sim.checks.progress`)
+    doorbells.start(world)  # a doorbell delivered after its work was taken costs nothing (`sim.checks.doorbells`)
     for span in scenario.renewals:
         world.spawn(renewals_fail(world, span.start_s), "renewals fail")
     for at_s, label in scenario.api_cancels:

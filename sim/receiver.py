@@ -16,8 +16,8 @@ Every POST is recorded from the sender's side (`Receiver.posts`: `Post`, when it
 clock and the sending instance's), and judged as it starts (issue 36 items 10 and 14): it goes to an origin
 (scheme, host, port) CALLBACK_ALLOWED_HOSTS names; no other POST of the same notice is in flight; and none but a
 notice's first starts past its deadline. The receiver's words (`MARKER`: its failing answers' body and the error
-of a refused connection) never appear in an API answer (`words_kept`, for every answer `sim.callers` gets). A
-scenario's notice drill (`sim.notice_drills`) may have the world kill the sending instance during an attempt.
+of a refused connection) never appear in an API answer (`words_kept`, for every answer `sim.doors.callers` gets). A
+scenario's notice drill (`sim.doors.notice_drills`) may have the world kill the sending instance during an attempt.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class Receiver:
 
     def key_of(self, url: str) -> str:
         """The receiver's key: its tenant's, as the client derives it from the master (`notice_key`); the URL
-        names the submit (`sim.callers.submit_request`)."""
+        names the submit (`sim.doors.callers.submit_request`)."""
         label = urlsplit(url).path.rsplit("/", 1)[-1]
         tenant = next((s.tenant for s in self.world.scenario.submits if s.label == label), "")
         return notice_key(SECRET, tenant or SHARED_TENANT)
@@ -167,7 +167,7 @@ class Receiver:
         return None if blob is None else float(json.loads(blob.data)["deadline_s"])
 
     def kill_maybe(self, instance: Any) -> None:
-        """The scenario's notice drill (`sim.notice_drills`) may kill the sending instance during its attempt."""
+        """The scenario's notice drill (`sim.doors.notice_drills`) may kill the sending instance during its attempt."""
         world = self.world
         drill = getattr(world.scenario, "drill", None)
         if instance is None or drill is None or not drill.kill_share or self.kills.random() >= drill.kill_share:

@@ -20,11 +20,11 @@ MODES = ("ok", "ok", "ok", "ok", "ok", "t1", "t2", "perm")
 # per 1,000 items are held to the documented figure (BENCHMARKS.md section 1).
 # `priority` (no faults) has a drainer with several receivers work through high backlogs of three tenants while
 # normal batches arrive mid-drain: high chunk starts are held to HIGH_BURST x RECEIVE_BATCH in a row while a normal
-# chunk waits (`sim.invariants.high_starts_watched`).
+# chunk waits (`sim.checks.invariants.high_starts_watched`).
 # `storage` has storage faults only (spans of 5xx, timeouts, requests applied with their answer lost; in half its
 # seeds the result writes failing for a while) and nothing that can lose a look, so the look bound
-# (`sim.invariants.Looks`) holds without the fallback timer; in a third of its seeds Service Bus loses every doorbell,
-# so the look chain is the only net (`sim.families.aim_at_storage`).
+# (`sim.checks.invariants.Looks`) holds without the fallback timer; in a third of its seeds Service Bus loses every
+# doorbell, so the look chain is the only net (`sim.families.aim_at_storage`).
 # `lifecycle`, `idle` and `platform` (`sim.families`) open the other doors: the API's options, callbacks to a
 # receiver that misbehaves, polls and exports, cancels and replays through the API, sync handlers, idle hours and
 # many tenants, slow storage, failed lock renewals and settlements, Service Bus refusing sends.
@@ -52,7 +52,7 @@ class Submit:
     key: str | None
     retries: int  # how often the client tries again after no answer or a 5xx (keyed submits only)
     modes: tuple[str, ...]
-    # How the request is made (`sim.callers.submit_request`): NDJSON, gzip, options as query parameters rather
+    # How the request is made (`sim.doors.callers.submit_request`): NDJSON, gzip, options as query parameters rather
     # than headers, lifecycle options (expires_in_s, not_before, max_failed_fraction), a callback_url.
     ndjson: bool = False
     gzip: bool = False
@@ -69,16 +69,16 @@ class Submit:
 class Span:
     start_s: float
     end_s: float
-    kind: str = "down"  # storage: "5xx", "timeout", "lost", "slow", "late" (`sim.storage.SimTransport`)
+    kind: str = "down"  # storage: "5xx", "timeout", "lost", "slow", "late" (`sim.storage.transport.SimTransport`)
     rate: float = 1.0  # share of requests hit while it lasts
     op: str = ""  # storage: only requests whose name starts so ("queue DELETE", "blob PUT results"...); "": all
 
 
 @dataclass(frozen=True)
 class ReplayCall:
-    """One POST /api/poison/replay of the `replay` family (`sim.replayers`), made in order, one at a time: by
+    """One POST /api/poison/replay of the `replay` family (`sim.doors.replayers`), made in order, one at a time: by
     `who` (a tenant's principal, or "operator"), of `what`: "all" (`{"all": true}`), "batch" (the batch of submit
-    `label`) or one of `sim.replayers.NAMING_NOTHING` (a body that names nothing: a 400 for everyone), with
+    `label`) or one of `sim.doors.replayers.NAMING_NOTHING` (a body that names nothing: a 400 for everyone), with
     `limit` and `rate` if given; "all" is called again while it answers `more: true`."""
 
     at_s: float
@@ -129,12 +129,12 @@ class Scenario:
     sends: list[Span] = field(default_factory=list)  # Service Bus sends "refused" or "link" errors; deliveries go on
     idle: list[Span] = field(default_factory=list)  # stretches with nothing to do (for the idle-cost check)
     replay_calls: list[ReplayCall] = field(default_factory=list)  # the `replay` family's, in order
-    malformed: list[tuple[float, str]] = field(default_factory=list)  # (when, which) `sim.malformed` sends
-    second_park: float | None = None  # when a parked chunk is parked a second time (`sim.second_parks`)
-    drill: Any = None  # the notice drill of some lifecycle seeds (`sim.notice_drills.Drill`)
-    # History at scale (`sim.costs`): ended markers of a week of cancels in storage before the run, a blob
+    malformed: list[tuple[float, str]] = field(default_factory=list)  # (when, which) `sim.doors.malformed` sends
+    second_park: float | None = None  # when a parked chunk is parked a second time (`sim.doors.second_parks`)
+    drill: Any = None  # the notice drill of some lifecycle seeds (`sim.doors.notice_drills.Drill`)
+    # History at scale (`sim.checks.costs`): ended markers of a week of cancels in storage before the run, a blob
     # listing's page (0: Azure's 5,000), and clients reading `pages` results pages of `limit` lines of a batch
-    # from a position (`sim.callers.read_pages`: (when, label, limit, from position, pages)).
+    # from a position (`sim.doors.callers.read_pages`: (when, label, limit, from position, pages)).
     history: int = 0
     list_page: int = 0
     cancel_on: dict[str, int] = field(default_factory=dict)  # label -> which live instance answers its cancel (0)

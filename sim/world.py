@@ -13,8 +13,8 @@ real host's restart does.
 This module owns the run: the world's parts and its records (`World.__init__`), the doors the scenario opens
 (`World.drive`), what the run waits for (`work_left`), and `run`. The rest is in rooms of their own, each
 joined here in one line: the faults (`sim.faults`), what the world sees of the host's work (`sim.sessions`),
-the doors (`sim.callers`, `sim.platform`), the invariants during the run (`sim.invariants.held_watched` and
-what it enters) and after it (`sim.checks.final_checks`), and what a run returns (`sim.outcome`).
+the doors (`sim.doors.callers`, `sim.platform`), the invariants during the run (`sim.checks.invariants.held_watched` and
+what it enters) and after it (`sim.checks.final.final_checks`), and what a run returns (`sim.outcome`).
 """
 
 from __future__ import annotations
@@ -29,21 +29,22 @@ from typing import Any
 from shared.core import layout
 from shared.core.settings import Settings
 from shared.ops.notices import PREFIX as NOTICES
-from sim import callers, families, platform
-from sim import storage as simstorage
-from sim.account import Account
+from sim import families, platform
 from sim.bus import Broker, BusWeather
-from sim.callers import routed
-from sim.checks import final_checks, json_of
+from sim.checks.final import final_checks, json_of
+from sim.checks.invariants import Cancels, Looks, held_watched
 from sim.clock import EPOCH_S, patched
+from sim.doors import callers
+from sim.doors.callers import routed
 from sim.faults import Faults
 from sim.host import INSTANCE, Call, Instance, environment
-from sim.invariants import Cancels, Looks, held_watched
 from sim.loop import SimLoop, Stalled
 from sim.outcome import Outcome, Violation
 from sim.receiver import Receiver, routed_notices
 from sim.scenario import BASIC, Scenario, Submit
 from sim.sessions import SESSION_MARGIN_S, Sessions
+from sim.storage import transport as simstorage
+from sim.storage.account import Account
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Defects in what a drainer admits and what a submit answers, caught by the checks on every handler call (no
 call for a chunk whose batch is not committed, or of an attempt a resumed submit replaced:
-`sim.world.World.on_handler_start`) and on what the submits answered (`sim.checks`: a 202 means an accepted
+`sim.world.World.on_handler_start`) and on what the submits answered (`sim.checks.final`: a 202 means an accepted
 manifest, every accepted batch is listed)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from shared.core.errors import IdempotencyConflict
 from shared.engine import chunks
 from shared.engine.chunks import ChunkWork
 from shared.intake import submit
-from sim.callers import CONFLICT
+from sim.doors.callers import CONFLICT
 from sim.mutants.base import Mutant, scoped, swap
 
 

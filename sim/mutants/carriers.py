@@ -1,5 +1,5 @@
 """A replay's takeover that reads another lineage as the parked chunk's carrier, caught by the promise that a
-replayed chunk is never stranded (`sim.replays.never_stranded`, which keys the carrier as the app does)."""
+replayed chunk is never stranded (`sim.checks.replays.never_stranded`, which keys the carrier as the app does)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 from shared.batch import envelope
 from shared.ops import replay_marks
+from sim.checks.replays import STRANDED
 from sim.mutants.base import Mutant, swap
-from sim.replays import STRANDED
 
 
 class _Generation(tuple[int, int, int]):
@@ -41,5 +41,5 @@ MUTANTS = [
     Mutant("carrier-any-of-the-generation", "5834ef5 (issue 36 item 1)", "a replay's takeover reads any record of "
            "the next generation (a transient follow-up's) as the parked chunk's carrier",
            _carrier_any_of_the_generation, family="lifecycle", expect=STRANDED,
-           invariant="a replayed chunk is never stranded (`sim.replays`)"),
+           invariant="a replayed chunk is never stranded (`sim.checks.replays`)"),
 ]  # fmt: skip

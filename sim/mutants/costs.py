@@ -1,4 +1,5 @@
-"""Defects that cost storage transactions, caught by the transaction bounds (`sim.checks.transactions_bounded`)."""
+"""Defects that cost storage transactions, caught by the transaction bounds
+(`sim.checks.final.transactions_bounded`)."""
 
 from __future__ import annotations
 
@@ -49,14 +50,14 @@ SLOW_SEEDS = 30  # an `idle` seed runs hours of virtual time
 MUTANTS = [
     Mutant("quiet-record-ignored", "01136fe (issue 26 item 1)", "a session receives from and peeks every lane, "
            "idle ones too", _quiet_record_ignored, family="idle", expect=IDLE, seeds=SLOW_SEEDS,
-           invariant="storage transactions an hour while idle within the README's budget (`sim.promises`)",
+           invariant="storage transactions an hour while idle within the README's budget (`sim.checks.promises`)",
            why="an idle lane costs a session a GetMessages and a peek, but an idle stretch holds no session (the "
                "look chain ends with the last message; only the timer ticks), so the idle-cost promise cannot see "
                "it, and the `volume` family has one lane. Plan: a session cost bound per lane in a many-tenant wave"),
     Mutant("look-records-nothing", "this stop (issue 26 item 1, found by make bench-tenants)", "a look records "
            "no lane it reads empty in the quiet record", _look_records_nothing, family="idle", expect=IDLE,
            seeds=SLOW_SEEDS,
-           invariant="storage transactions an hour while idle within the README's budget (`sim.promises`)",
+           invariant="storage transactions an hour while idle within the README's budget (`sim.checks.promises`)",
            why="the world's lanes are recorded quiet by the drainers that empty them, so an idle tick's look finds "
                "none to read (3 `idle` seeds). Plan: a storage fault on the drainers' quiet-record writes at the "
                "end of an `idle` wave, so the timer's look must record them (`make bench-tenants` measures it)"),

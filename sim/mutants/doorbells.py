@@ -1,6 +1,6 @@
-"""Defects of the doorbells (issue 36 items 6 and 16), caught by progress (`sim.progress`: a batch with visible work
-has its first handler call within a bound) and by what a late doorbell costs (`sim.doorbells`), in the families that
-aim at them (`sim.doorbell_families`: `schedule`, `flood`)."""
+"""Defects of the doorbells (issue 36 items 6 and 16), caught by progress (`sim.checks.progress`: a batch with
+visible work has its first handler call within a bound) and by what a late doorbell costs (`sim.checks.doorbells`),
+in the families that aim at them (`sim.doorbell_families`: `schedule`, `flood`)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from shared.intake import doorbells, submit
 from shared.services import Services
 from sim.mutants.base import Mutant, swap
 
-PROGRESS = "has had no handler call"  # `sim.progress.Progress.check`
-COSTLY = "storage call(s), after the drain there"  # `sim.doorbells.Doorbells.judge`
-PROGRESS_ROW = "progress: a batch with visible work has its first handler call within a bound (`sim.progress`)"
+PROGRESS = "has had no handler call"  # `sim.checks.progress.Progress.check`
+COSTLY = "storage call(s), after the drain there"  # `sim.checks.doorbells.Doorbells.judge`
+PROGRESS_ROW = "progress: a batch with visible work has its first handler call within a bound (`sim.checks.progress`)"
 
 
 @contextmanager
@@ -77,5 +77,5 @@ MUTANTS = [
     Mutant("late-doorbells-drain", "166fdf3 (issue 36 item 16)", "a flood's doorbells delivered after the drain "
            "that took their work each drain again", _late_doorbells_drain, family="flood", expect=COSTLY,
            invariant="a doorbell delivered after its process's closing look saw its work taken costs no storage "
-                     "call (`sim.doorbells`)"),
+                     "call (`sim.checks.doorbells`)"),
 ]  # fmt: skip

@@ -1,6 +1,6 @@
-"""Defects in the drain engine, caught by the checks that run while a run goes on (`sim.invariants`): messages held
-per drainer, handler calls in flight under HANDLER_MAX_IN_FLIGHT, no receive without a share of it, high starts in
-a row, virtual time that keeps moving, nothing left to the event loop's exception handler."""
+"""Defects in the drain engine, caught by the checks that run while a run goes on (`sim.checks.invariants`): messages
+held per drainer, handler calls in flight under HANDLER_MAX_IN_FLIGHT, no receive without a share of it, high starts
+in a row, virtual time that keeps moving, nothing left to the event loop's exception handler."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from shared.engine.settling import Settler
 from shared.engine.wakeups import Wakeups
 from shared.store import leases
 from shared.store.leases import DrainLease
+from sim.checks.wakeups import LEFT
 from sim.mutants.base import Mutant, Unmatched, scoped, swap
-from sim.wakeups import LEFT
 
 HELD = "messages (bound 2 x RECEIVERS x RECEIVE_BATCH"
 LIMITS = "handler calls in flight"
@@ -279,5 +279,5 @@ MUTANTS = [
            invariant="handler calls in flight never above `HANDLER_MAX_IN_FLIGHT`"),
     Mutant("no-continuation-at-budget", "the first design (the drainer's continuation)", "no continuation when a "
            "session runs out of budget", _no_continuation_at_budget, family="platform", expect=LEFT,
-           invariant="no lost wake-up: work a drain leaves behind has an event (`sim.wakeups`)"),
+           invariant="no lost wake-up: work a drain leaves behind has an event (`sim.checks.wakeups`)"),
 ]  # fmt: skip

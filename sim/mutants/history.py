@@ -1,5 +1,5 @@
 """Defects of issue 36 items 8 and 9, put back, caught in the `history` family (`sim.history`): the cancel bound
-resting on a listing answered late, and costs that grow with history (`sim.cost_promises`)."""
+resting on a listing answered late, and costs that grow with history (`sim.checks.cost_promises`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from shared.ops import lifecycle
 from shared.store import ended
 from shared.store.received import utcnow
 from shared.store.storage import translated
-from sim.cost_promises import CANCEL_COST, LOOK_COST, PAGE_COST
+from sim.checks.cost_promises import CANCEL_COST, LOOK_COST, PAGE_COST
 from sim.mutants.base import Mutant, swap
 
 log = logging.getLogger(__name__)
@@ -89,14 +89,14 @@ def _page_reads_a_window() -> Iterator[None]:
     yield from swap(lifecycle, "_windows", windows)
 
 
-STATED = "at most what docs/api.md states, whatever the history (`sim.cost_promises`)"
+STATED = "at most what docs/api.md states, whatever the history (`sim.checks.cost_promises`)"
 
 MUTANTS = [
     Mutant("slow-listing-taken-as-fresh", "3cb4cd6 (issue 36 item 8)", "a listing of the ended markers answered "
            "seconds late is trusted as fresh (freshness judged before it was awaited)", _slow_listing_taken_as_fresh,
            family="history", expect="after its cancel was answered",
            invariant="no handler call of a cancelled batch starts more than ENDED_CHECK_S after the cancel's answer "
-                     "(`sim.invariants.Cancels`)"),
+                     "(`sim.checks.invariants.Cancels`)"),
     Mutant("cancel-prunes-every-marker", "8ad9dd3 (issue 36 item 9)", "each cancel lists every ended marker of the "
            "week to prune the old ones", _cancel_prunes_every_marker, family="history", expect=CANCEL_COST,
            invariant=f"a cancel's storage requests {STATED}"),

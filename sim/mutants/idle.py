@@ -1,4 +1,4 @@
-"""A fix that cut what an idle app costs, put back, caught by the idle-cost promise (`sim.promises.idle_cost`:
+"""A fix that cut what an idle app costs, put back, caught by the idle-cost promise (`sim.checks.promises.idle_cost`:
 storage transactions an hour over the `idle` family's stretches within the README's budget)."""
 
 from __future__ import annotations
@@ -28,5 +28,5 @@ def _lane_depths_every_tick() -> Iterator[None]:
 MUTANTS = [
     Mutant("lane-depths-every-tick", "d429839", "the timer reads every lane's depth at each tick, not once a day",
            _lane_depths_every_tick, family="idle", expect=IDLE, seeds=30,
-           invariant="storage transactions an hour while idle within the README's budget (`sim.promises`)"),
+           invariant="storage transactions an hour while idle within the README's budget (`sim.checks.promises`)"),
 ]  # fmt: skip

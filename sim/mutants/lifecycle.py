@@ -1,5 +1,5 @@
 """Defects in the batch lifecycle (cancel, expiry, notices, replay), caught by the lifecycle checks
-(`sim.invariants.Cancels` and the final checks)."""
+(`sim.checks.invariants.Cancels` and the final checks)."""
 
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ from shared.ops import status as status_module
 from shared.ops.status import FINAL, batch_status, crossed_tolerance, failed_items
 from shared.store import ended
 from shared.store.storage import translated, write_json
+from sim.checks.replays import STRANDED
 from sim.mutants.base import Mutant, scoped, swap
-from sim.replays import STRANDED
 
-NOTICED = "its completion notice came"  # the notices promise (`sim.promises.notices_delivered`)
+NOTICED = "its completion notice came"  # the notices promise (`sim.checks.promises.notices_delivered`)
 
 
 @contextmanager
@@ -168,21 +168,21 @@ MUTANTS = [
            expect="after its cancel was answered", invariant="no handler call past the cancel bound"),
     Mutant("stamp-not-the-status", "none (made here)", "a batch stamped completed that the status route counts "
            "completed_with_failures", _stamp_not_the_status, expect="is stamped",
-           invariant="a final stamp never changes and is the status route's (`sim.promises`)"),
+           invariant="a final stamp never changes and is the status route's (`sim.checks.promises`)"),
     Mutant("notice-lost-at-kill", "3d7445d (issue 36 item 3)", "a batch stamped final before its notice is stored, "
            "and the sweep sees only stored notices", _notice_lost_at_kill, family="lifecycle", expect=NOTICED,
-           invariant="every final batch with a callback gets a valid notice that agrees (`sim.promises`)"),
+           invariant="every final batch with a callback gets a valid notice that agrees (`sim.checks.promises`)"),
     Mutant("sync-judged-before-the-pool", "3cb4cd6 (issue 36 items 4, 13)", "a sync handler's chunk judged on the "
            "loop, then waiting for a pool thread", _sync_judged_before_the_pool, family="lifecycle",
            expect="handler call of", invariant="no handler call past the cancel or expiry bound, sync or async"),
     Mutant("tolerance-judged-once", "28988df (issue 36 item 7)", "max_failed_fraction judged only where a failing "
            "chunk is deleted, and that judgement lost", _tolerance_judged_once, family="lifecycle",
            expect="past its max_failed_fraction",
-           invariant="no batch completes past its max_failed_fraction (`sim.promises`)"),
+           invariant="no batch completes past its max_failed_fraction (`sim.checks.promises`)"),
     Mutant("final-batch-replayed", "315b8a6 (issue 36 item 12)", "a replay puts back the parked chunks of a batch "
            "already final", _final_batch_replayed, family="lifecycle", expect="is stamped",
-           invariant="a final stamp never changes and is the status route's (`sim.promises`)"),
+           invariant="a final stamp never changes and is the status route's (`sim.checks.promises`)"),
     Mutant("replay-strands-chunk", "315b8a6 (issue 36 item 1)", "a replay that fails part-way keeps its claim, and "
            "no replay takes a dead one's claim over", _replay_strands_chunk, family="lifecycle", expect=STRANDED,
-           invariant="a replayed chunk is never stranded (`sim.replays`)"),
+           invariant="a replayed chunk is never stranded (`sim.checks.replays`)"),
 ]  # fmt: skip

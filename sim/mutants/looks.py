@@ -1,5 +1,6 @@
-"""Defects that leave work unlooked at, caught by the look bound (`sim.invariants.Looks`): every partition holding
-messages is looked at within the look chain's ceiling plus what may delay a look, and within that bound after a 202."""
+"""Defects that leave work unlooked at, caught by the look bound (`sim.checks.invariants.Looks`): every partition
+holding messages is looked at within the look chain's ceiling plus what may delay a look, and within that bound
+after a 202."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from sim.mutants.base import Mutant, scoped, swap
 log = logging.getLogger(__name__)
 
 LOOKED = "was not looked at"
-SETTLED = "s after the last fault (bound"  # liveness (`sim.promises`)
+SETTLED = "s after the last fault (bound"  # liveness (`sim.checks.promises`)
 
 
 @contextmanager
@@ -229,5 +230,5 @@ MUTANTS = [
            invariant='a look after every 202 (`Looks`)', seeds=900),
     Mutant("retry-delay-in-seconds", "none (made here)", "a retried item's delay taken in seconds, not "
            "milliseconds", _retry_delay_in_seconds, expect=SETTLED,
-           invariant='liveness from the last fault (`sim.promises`)'),
+           invariant='liveness from the last fault (`sim.checks.promises`)'),
 ]  # fmt: skip

@@ -1,6 +1,6 @@
 """Defects of completion notices put back (issue 36 items 10 and 14, fixed in ca37d7d), caught by the receiver's
 judgement of every POST and every API answer (`sim.receiver`) in the lifecycle family's notice drills
-(`sim.notice_drills`)."""
+(`sim.doors.notice_drills`)."""
 
 from __future__ import annotations
 
@@ -144,7 +144,8 @@ def _error_shown_raw() -> Iterator[None]:
         yield
 
 
-ALLOWED = "an origin not allowed"  # the receiver's judgement of a POST, and the stray submits' (`sim.notice_drills`)
+# the receiver's judgement of a POST, and the stray submits' (`sim.doors.notice_drills`)
+ALLOWED = "an origin not allowed"
 MUTANTS = [
     Mutant("notice-claim-held-for-the-delay", "ca37d7d (issue 36 item 10)", "a notice attempt holds its claim for "
            "the retry delay only, shorter than the POST", _claim_held_for_the_delay, family="lifecycle",

@@ -1,5 +1,5 @@
-"""Defects in what an item ends as, caught by the promises on outcomes (`sim.promises`): an item ends in the outcome
-the handler returned for it, and a discard never replaces a recorded outcome."""
+"""Defects in what an item ends as, caught by the promises on outcomes (`sim.checks.promises`): an item ends in the
+outcome the handler returned for it, and a discard never replaces a recorded outcome."""
 
 from __future__ import annotations
 
@@ -65,8 +65,8 @@ def _discard_replaces_outcome() -> Iterator[None]:
 MUTANTS = [
     Mutant("transient-recorded-ok", "none (made here)", "a retryable failure is recorded as a success without a "
            "value", _transient_recorded_ok, expect=RETURNED,
-           invariant='outcomes as the handler returned them (`sim.promises`)'),
+           invariant='outcomes as the handler returned them (`sim.checks.promises`)'),
     Mutant("discard-replaces-outcome", "7f03c52 (issue 36 item 2)", "a discard under a later attempt replaces a "
            "recorded outcome", _discard_replaces_outcome, expect=DISCARDED, family="lifecycle",
-           invariant='an item ends cancelled or expired only unrun (`sim.promises`)'),
+           invariant='an item ends cancelled or expired only unrun (`sim.checks.promises`)'),
 ]  # fmt: skip

@@ -1,5 +1,5 @@
 """A record naming positions outside its chunk, caught by the promise that records hold only their chunk's own
-positions (`sim.promises.records_within_chunks`). The status route and the export keep to the chunk's range
+positions (`sim.checks.promises.records_within_chunks`). The status route and the export keep to the chunk's range
 (`shared.ops.status`, `shared.ops.lifecycle.export`), so such a record shows to a user only as an item missing
 from the export, and not even that where the export fills a never-started batch's items in as cancelled."""
 
@@ -42,5 +42,5 @@ def _discard_names_batch_positions() -> Iterator[None]:
 MUTANTS = [
     Mutant("discard-names-batch-positions", "none (made here)", "a chunk discarded unrun records its items at their "
            "positions in the batch, not in the chunk", _discard_names_batch_positions, family="lifecycle",
-           expect=OUTSIDE, invariant="a record holds only its chunk's positions (`sim.promises`)"),
+           expect=OUTSIDE, invariant="a record holds only its chunk's positions (`sim.checks.promises`)"),
 ]  # fmt: skip

@@ -1,5 +1,5 @@
-"""Defects in a replay's bounds (issue 26 items 2, 10 and 15, fixed by c8e5957): its time (`sim.replay_time`), and
-the stale parked copies it leaves behind (`sim.replayers`), caught in the `replay` family."""
+"""Defects in a replay's bounds (issue 26 items 2, 10 and 15, fixed by c8e5957): its time (`sim.doors.replay_time`), and
+the stale parked copies it leaves behind (`sim.doors.replayers`), caught in the `replay` family."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from shared.ops.replay_marks import Parent
 from shared.services import Services
 from shared.store import poison_index
 from shared.store.storage import NEVER_EXPIRES, translated
+from sim.doors.replay_time import LOST, UNBOUNDED
+from sim.doors.second_parks import STALE
 from sim.mutants.base import Mutant, scoped, swap
-from sim.replay_time import LOST, UNBOUNDED
-from sim.second_parks import STALE
 
 FOREVER_S = 1e9  # a deadline that never comes
 
@@ -116,13 +116,13 @@ MUTANTS = [
     Mutant("replay-unbounded-in-time", "c8e5957 (issue 26 item 2)", "an unpaced synchronous replay takes every "
            "parked chunk it matches, however long that takes", _replay_unbounded_in_time, family="replay",
            expect=UNBOUNDED, invariant="a synchronous replay takes no chunk after its 60 s and answers within "
-                                       "Azure's 230 s cut (`sim.replay_time`)"),
+                                       "Azure's 230 s cut (`sim.doors.replay_time`)"),
     Mutant("stale-copies-kept", "c8e5957 (issue 26 item 15)", "a parked copy whose items a later attempt settled is "
            "left parked at every replay", _stale_copies_kept, family="replay", expect=STALE,
            invariant="poison depth returns to 0: a replay of everything leaves no copy parked that was stale when "
-                     "it began (`sim.second_parks`)"),
+                     "it began (`sim.doors.second_parks`)"),
     Mutant("steps-sized-by-rate", "c8e5957 (issue 26 item 10, second half)", "a background replay's step takes "
            "500 chunks without a rate however long they take, and a step event that finds the job held does nothing",
            _steps_sized_by_rate, family="replay", expect=LOST,
-           invariant="a background replay job's progress counts every chunk it took (`sim.replay_time`)"),
+           invariant="a background replay job's progress counts every chunk it took (`sim.doors.replay_time`)"),
 ]  # fmt: skip

@@ -1,4 +1,4 @@
-"""Defects in what a replay promises its caller (`sim.replayers`: it takes only what it was asked for, and a
+"""Defects in what a replay promises its caller (`sim.doors.replayers`: it takes only what it was asked for, and a
 synchronous replay makes progress), caught in the `replay` family."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from shared.ops.parked import from_entry
 from shared.ops.replay_request import replay_request
 from shared.services import Services
 from shared.store import poison_index
+from sim.doors.replay_rings import LATE
+from sim.doors.replayers import STARVED, WIDER
 from sim.mutants.base import Mutant, scoped, swap
-from sim.replay_rings import LATE
-from sim.replayers import STARVED, WIDER
 
 
 @contextmanager
@@ -160,13 +160,13 @@ MUTANTS = [
            "or ended batches, never deletes them and counts them against its limit", _closed_chunks_starve_replay,
            family="replay", expect=STARVED,
            invariant="a synchronous replay makes progress, and leaves no chunk of a closed batch parked "
-                     "(`sim.replayers`)"),
+                     "(`sim.doors.replayers`)"),
     Mutant("null-widens-replay", "315b8a6 (issue 36 item 15)", "an empty body, {}, options only or a null "
            "`batch_id` replays every parked chunk of every tenant", _null_widens_replay, family="replay",
            expect=WIDER, invariant="a replay takes only what it was asked for, and only its caller's tenant's "
-                                   "(`sim.replayers`)"),
+                                   "(`sim.doors.replayers`)"),
     Mutant("replay-rings-at-end", "c8e5957 (issue 26 item 5; the audit put it back)", "a replay rings its "
            "partitions' doorbells only once its whole call is over", _replay_rings_at_end, family="replay",
            expect=LATE, invariant="a replay announces each partition's first chunk as it goes back "
-                                  "(`sim.replay_rings`)"),
+                                  "(`sim.doors.replay_rings`)"),
 ]  # fmt: skip

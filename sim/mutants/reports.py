@@ -1,5 +1,5 @@
-"""Defects in what the reports say, caught by the final checks (`sim.checks`): the status route counts every item once,
-the batch list agrees with it, the export lists each position once with its counts."""
+"""Defects in what the reports say, caught by the final checks (`sim.checks.final`): the status route counts every item
+once, the batch list agrees with it, the export lists each position once with its counts."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Defects in how the HTTP functions refuse a malformed request (`sim.malformed`: a 4xx with a JSON body naming the
-problem, and nothing written), caught in the `replay` family: issue 26 items 2-4, fixed by c8e5957."""
+"""Defects in how the HTTP functions refuse a malformed request (`sim.doors.malformed`: a 4xx with a JSON body naming
+the problem, and nothing written), caught in the `replay` family: issue 26 items 2-4, fixed by c8e5957."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from shared import api
 from shared.core.errors import MalformedRequest
 from shared.intake.body import Limits
 from shared.ops.replay_request import replay_request
-from sim.malformed import MALFORMED
+from sim.doors.malformed import MALFORMED
 from sim.mutants.base import Mutant, swap
 
 A_BATCH_ID = "0" * 32  # stands in for what the old check let through, while today's checks the rest
@@ -75,13 +75,13 @@ MUTANTS = [
     Mutant("background-null-is-foreground", "c8e5957 (issue 26 item 2)", 'a replay\'s "background": null is read '
            "as left out: a synchronous replay", _background_null_is_foreground, family="replay", expect=MALFORMED,
            invariant="a malformed request gets a 4xx with a JSON body naming the problem and writes nothing "
-                     "(`sim.malformed`)"),
+                     "(`sim.doors.malformed`)"),
     Mutant("replay-ids-unchecked", "c8e5957 (issue 26 item 4)", "a replay's batch_id and message_ids may be any "
            'string ("../../x" stored in a job)', _replay_ids_unchecked, family="replay", expect=MALFORMED,
            invariant="a malformed request gets a 4xx with a JSON body naming the problem and writes nothing "
-                     "(`sim.malformed`)"),
+                     "(`sim.doors.malformed`)"),
     Mutant("int-parsed-before-its-length", "c8e5957 (issue 26 item 3)", "an integer query parameter of 4,301 "
            "digits is parsed before its length is checked: a 500", _int_parsed_before_its_length, family="replay",
            expect=MALFORMED, invariant="a malformed request gets a 4xx with a JSON body naming the problem and "
-                                       "writes nothing (`sim.malformed`)"),
+                                       "writes nothing (`sim.doors.malformed`)"),
 ]  # fmt: skip

@@ -36,11 +36,7 @@ MAX_FLOORS = 7
 # under must leave its list (the check fails until it does), and nothing new may join. A tall package's floors are
 # held at their count: a chain that grows or shrinks fails the check until the count here is brought down with it.
 KNOWN_LONG: dict[str, str] = {}
-KNOWN_TALL = {
-    # __main__ > world > platform > replayers > malformed > callers > cost_promises > costs > host > storage > charges
-    # > account: the starters each start the next, and the callers reach the account through the host's storage
-    "sim": 12,
-}
+KNOWN_TALL: dict[str, int] = {}
 
 
 def modules(root: Path, packages: dict[str, str]) -> dict[str, Path]:

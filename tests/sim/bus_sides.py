@@ -25,9 +25,9 @@ from shared.bus.publisher import Publisher, ServiceBusPublisher
 from shared.core.events import TriggerEvent
 from shared.core.settings import ServiceBusConnection, Settings, StorageConnection
 from sim import bus as simbus
-from sim.account import CONNECTION_STRING
 from sim.clock import world_time
 from sim.loop import SimLoop
+from sim.storage.account import CONNECTION_STRING
 from tests.fixtures_servicebus import SAMPLE_CONFIG
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""The simulated storage held to the real one: each test runs against Azurite and against `sim.storage`,
+"""The simulated storage held to the real one: each test runs against Azurite and against `sim.storage.transport`,
 through the same SDK clients the app builds (`shared.store.storage.configured`) and the app's own error
 translation, and asserts what the app relies on, failure answers included."""
 
@@ -17,8 +17,8 @@ from azure.storage.queue.aio import QueueServiceClient
 
 from shared.core.errors import PopReceiptMismatch, PreconditionFailed, ResourceConflict, ResourceMissing, StorageError
 from shared.store.storage import configured, read_json, translated, write_json
-from sim import storage as simstorage
-from sim.account import CONNECTION_STRING, Account
+from sim.storage import transport as simstorage
+from sim.storage.account import CONNECTION_STRING, Account
 from tests.conftest import Names
 
 

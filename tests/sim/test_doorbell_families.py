@@ -1,5 +1,5 @@
 """The doorbell families reach what they aim at, and today's code keeps the promises there (`sim.doorbell_families`,
-`sim.progress`, `sim.doorbells`; their mutants fail in tests/sim/test_mutants.py)."""
+`sim.checks.progress`, `sim.checks.doorbells`; their mutants fail in tests/sim/test_mutants.py)."""
 
 from __future__ import annotations
 

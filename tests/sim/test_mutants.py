@@ -36,7 +36,7 @@ from tests.sim.test_seeds import FAULTY_SEEDS, LIMITS_SEEDS, PRIORITY_SEEDS, STO
 # (mutant, the seed of its family that caught it): the table's figures, kept to the fast ones.
 CAUGHT = [
     ("high-burst-unbounded", 1),  # priority: HIGH_BURST x RECEIVE_BATCH high starts in a row
-    ("transient-recorded-ok", 1),  # random: outcomes as the handler returned them (sim.promises)
+    ("transient-recorded-ok", 1),  # random: outcomes as the handler returned them (sim.checks.promises)
     ("stamp-not-the-status", 1),  # random: a final stamp is the status route's
     ("retry-delay-in-seconds", 2),  # random: liveness from the last fault
     ("tolerance-judged-once", 0),  # lifecycle: no batch completes past its max_failed_fraction (issue 36 item 7)
@@ -66,7 +66,7 @@ CAUGHT = [
     ("no-look-chain", 1),  # storage, every doorbell lost: the look bound after a 202
     ("delete-before-record", 9),  # storage, result writes failing: every accepted batch completes
     ("doorbell-attempt-is-storage-word", 8),  # submit, forged doorbells: every accepted batch completes
-    ("no-continuation-at-budget", 2),  # platform: no lost wake-up (sim.wakeups)
+    ("no-continuation-at-budget", 2),  # platform: no lost wake-up (sim.checks.wakeups)
     ("list-counts-raw", 31),  # storage: the batch list agrees with the status route
     ("export-line-per-record", 31),  # storage: the export lists each position once
     ("own-commit-is-a-conflict", 10),  # submit: a 409 only while another request of its key is in flight

@@ -1,5 +1,5 @@
-"""The notice drill of the simulated world (`sim.notice_drills`, issue 36 items 10 and 14): what it draws stays apart
-from a seed's other draws, and what the receiver records of each POST is what its judgements read."""
+"""The notice drill of the simulated world (`sim.doors.notice_drills`, issue 36 items 10 and 14): what it draws stays
+apart from a seed's other draws, and what the receiver records of each POST is what its judgements read."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import dataclasses
 
 import pytest
 
-from sim import families, notice_drills
+from sim import families
+from sim.doors import notice_drills
 from sim.world import World, run
 
 

@@ -13,8 +13,8 @@ from sim.world import run
 
 FAULTY_SEEDS = range(0, 60)
 CALM_SEEDS = range(1000, 1010)
-# No faults, default chunk size: transactions per 1,000 items past a run's own (sim.checks). 26 is the smallest draw
-# (10,000 items) with the costliest settings: 33.9 per 1,000 items when the bound had no term for the run's own.
+# No faults, default chunk size: transactions per 1,000 items past a run's own (sim.checks.final). 26 is the smallest
+# draw (10,000 items) with the costliest settings: 33.9 per 1,000 items when the bound had no term for the run's own.
 VOLUME_SEEDS = [*range(0, 4), 26]
 # Faults aimed at each submit's writes (sim.scenario, family "submit"). 39, 96, 116 and 152 each end a submit between
 # its commit and its index write (the drainer that admits the batch indexes it); 81 was reported with 96.

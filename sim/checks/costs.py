@@ -1,6 +1,6 @@
 """What each caller's operation costs in storage, and a world whose storage holds history.
 
-Attribution (`sim.charges`): `sim.callers.on_instance` charges an API call's storage requests to it, and
+Attribution (`sim.storage.charges`): `sim.doors.callers.on_instance` charges an API call's storage requests to it, and
 `looks_charged` each listing of the ended markers a drainer makes to that look.
 
 History at scale (`start`): a scenario may name a blob listing's page (`Scenario.list_page`, for the 5,000 of
@@ -20,10 +20,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from shared.store import ended
-from sim.account import LIST_MAX, Blob
-from sim.charges import CALLER, Spent, charged
 from sim.clock import EPOCH_S
 from sim.host import INSTANCE
+from sim.storage.account import LIST_MAX, Blob
+from sim.storage.charges import CALLER, Spent, charged
 
 # The world (`sim.world.World`) is passed in, not imported: it imports this module.
 World = Any

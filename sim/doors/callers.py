@@ -25,11 +25,11 @@ from shared.core.identity import OPERATOR_ROLE, PRINCIPAL_HEADER, TENANT_ROLE_PR
 from shared.core.settings import Settings
 from shared.ops.status import FINAL
 from shared.services import Services
-from sim import cost_promises
-from sim.charges import Spent, charged
+from sim.checks import cost_promises
 from sim.host import INSTANCE, Instance
 from sim.receiver import words_kept
 from sim.scenario import Submit
+from sim.storage.charges import Spent, charged
 
 # The world (`sim.world.World`) is passed in, not imported: it imports this module.
 World = Any
@@ -259,7 +259,7 @@ async def read_pages(world: World, at_s: float, label: str, limit: int, start: i
 
 async def cancel(world: World, at_s: float, label: str, pick: int = 0) -> None:
     """POST /api/batches/{id}/cancel once the batch's submit answered, on the `pick`th live instance; the answer's
-    time starts the cancel bound (`sim.invariants.Cancels.answered`)."""
+    time starts the cancel bound (`sim.checks.invariants.Cancels.answered`)."""
     await asyncio.sleep(at_s)
     batch_id = batch_of(world, label)
     if batch_id is None:

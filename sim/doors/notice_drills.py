@@ -29,8 +29,8 @@ from typing import Any
 
 from shared import api
 from shared.ops.notices import notice_blob
-from sim import callers
-from sim.callers import CALLBACK_HOST
+from sim.doors import callers
+from sim.doors.callers import CALLBACK_HOST
 from sim.scenario import Scenario, Span
 
 # The world (`sim.world.World`) is passed in, not imported: it imports this module.
@@ -134,7 +134,7 @@ async def stray(world: World, label: str, at_s: float, url: str) -> None:
 
 async def inspect(world: World, drill: Drill) -> None:
     """A client reading, while the receiver is at fault, the status route of each batch whose notice is still to be
-    delivered, and now and then the batch list and an export page (`sim.callers.on_instance` holds each answer to
+    delivered, and now and then the batch list and an export page (`sim.doors.callers.on_instance` holds each answer to
     `sim.receiver.words_kept`)."""
     n = 0
     while world.now_s() < drill.until_s + 60.0:

@@ -1,5 +1,5 @@
 """The simulated storage account's contents and the server's plumbing (`ServerBase`): the data model that
-`sim.storage_queues` and `sim.storage_blobs` serve the REST operations from (see `sim.storage`)."""
+`sim.storage.queues` and `sim.storage.blobs` serve the REST operations from (see `sim.storage.transport`)."""
 
 from __future__ import annotations
 
@@ -120,7 +120,8 @@ class ServerBase:
         self.observe = observe
         self._etag = 0
         self.caller: str | None = None  # the instance whose request is being served (for `observe`)
-        self.list_max = LIST_MAX  # a blob listing's page when the client names none (smaller: `sim.costs.scaled`)
+        # a blob listing's page when the client names none (smaller: `sim.checks.costs.scaled`)
+        self.list_max = LIST_MAX
 
     def _new_etag(self) -> str:
         self._etag += 1

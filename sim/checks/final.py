@@ -8,7 +8,7 @@ from typing import Any
 
 from shared.ops import lifecycle, reports
 from shared.ops.status import FINAL
-from sim import promises, replays
+from sim.checks import promises, replays
 
 VOLUME_TX_PER_1000 = 30.0  # see transactions_bounded
 VOLUME_TX_PER_RUN = 100  # what a run pays whatever its items (see transactions_bounded)
@@ -35,7 +35,7 @@ async def final_checks(self: World) -> None:
         status = await reports.read_batch_status(services, batch_id)
         statuses[batch_id] = status
         items = status["items"]
-        ended = manifest.get("ended")  # cancelled (`sim.invariants.Cancels`): its unhandled items end cancelled
+        ended = manifest.get("ended")  # cancelled (`sim.checks.invariants.Cancels`): its unhandled items end cancelled
         finals = ("completed", "completed_with_failures") + ((ended,) if ended else ())
         # A batch that asked for a deadline may end expired, one with a tolerance failed (`shared.batch.lifecycle`).
         finals += ("expired",) * bool(manifest.get("expires_at")) + ("failed",) * (

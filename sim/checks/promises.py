@@ -1,5 +1,5 @@
 """What users are promised, checked in every run (issue 37 item 2; RELIABILITY.md, "The simulation"). The world
-(`sim.world`) is passed in; `watch` runs beside the run, `after_run` once it is quiet (from `sim.checks`).
+(`sim.world`) is passed in; `watch` runs beside the run, `after_run` once it is quiet (from `sim.checks.final`).
 
 *Outcomes as returned.* The world's handler decides each item from the item itself and counts its returns per
 item (`World.item_calls`): an `ok` item returns success at every call, `perm` a permanent failure, `tN` a
@@ -7,7 +7,7 @@ retryable failure at its first N calls and success after. So, for every final ba
 `succeeded` was returned a success (and its value is the handler's, the item's position); one it lists `failed`
 for the handler's reason was returned that failure; no result record (any attempt, any generation, superseded or
 not) holds an item as ok or failed that the handler never returned so. Each item once in the export, with the
-status route's counts, is `sim.checks.export_agrees`.
+status route's counts, is `sim.checks.final.export_agrees`.
 
 *Discards.* An item ends `cancelled` or `expired` only if no result record ever held an outcome for it: an
 outcome once recorded is never replaced by a discard (issue 36 item 2).

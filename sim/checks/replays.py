@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from shared.ops.replay_marks import CLAIM_S, CLAIMED, CLAIMED_MS
+from sim.checks.promises import records_of
 from sim.clock import EPOCH_S
-from sim.promises import records_of
 
 STRANDED = "a replayed chunk stranded"
 AFTER_CLAIM_S = 60.0  # a crash or an outage within this of a claim excuses the claim left behind

@@ -2,7 +2,7 @@
 back to it, not once the call is over, so a drainer takes that chunk up within seconds even while a paced replay
 goes on putting others back for up to a minute.
 
-Checked after each synchronous replay that put chunks back (`sim.replayers`): the first chunk it put back to each
+Checked after each synchronous replay that put chunks back (`sim.doors.replayers`): the first chunk it put back to each
 partition has a handler call starting within RING_BOUND_S (plus the bus's delay, a thread's start and one call
 ahead of it) of when it
 went back, taken at its latest: the call's start plus one pace interval per chunk the call took before it (an

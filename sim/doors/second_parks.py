@@ -25,7 +25,7 @@ from shared.core.errors import MalformedEnvelope
 from shared.ops.replay_marks import carrier
 from shared.store import poison_index
 from shared.store.storage import NEVER_EXPIRES
-from sim.promises import records_of
+from sim.checks.promises import records_of
 from sim.scenario import ReplayCall, Scenario
 
 World = Any  # `sim.world.World` (it imports the modules that import this one)

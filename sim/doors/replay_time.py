@@ -28,9 +28,9 @@ from typing import Any
 from shared import api
 from shared.ops.replay import MAX_REPLAY_S
 from shared.ops.replay_marks import CLAIMED_MS
-from sim.callers import as_caller, on_instance
+from sim.checks.promises import records_of
 from sim.clock import EPOCH_S
-from sim.promises import records_of
+from sim.doors.callers import as_caller, on_instance
 from sim.scenario import ReplayCall, Scenario, Span, Submit
 
 World = Any  # `sim.world.World` (it imports the modules that import this one)
@@ -38,7 +38,7 @@ World = Any  # `sim.world.World` (it imports the modules that import this one)
 UNBOUNDED = "a synchronous replay past its time bound"
 LOST = "a replay job's progress lost"
 REPLAY_WAIT_S = 230.0  # Azure's front end cuts an HTTP request after this long
-SLOWEST_S = 8.0  # a slow storage request answers at most this late (`sim.storage.SimTransport`)
+SLOWEST_S = 8.0  # a slow storage request answers at most this late (`sim.storage.transport.SimTransport`)
 CLAIM_READS_S = 5 * SLOWEST_S  # the requests between a call's last look at its clock and a claim's stamp
 SKEW_S = 3.0  # the instances' clocks are at most this far apart (`sim.families.draw`)
 SLOW_FOR_S = 240.0  # how long storage answers late from the slow replay's start
@@ -100,7 +100,7 @@ def claimed_at(world: World) -> list[float]:
 
 async def job(world: World, parked: Any) -> None:
     """The operator's background replay of everything (`{"all": true, "background": true}`), its status read every
-    JOB_READ_S until it is done; `parked(world)` answers what is parked (`sim.replayers.parked`)."""
+    JOB_READ_S until it is done; `parked(world)` answers what is parked (`sim.doors.replayers.parked`)."""
     operator = as_caller(world, None)
     before = set(parked(world))
     got = await on_instance(world, "POST /api/poison/replay (job)",

@@ -1,4 +1,4 @@
-"""Storage queues in the simulated account: the REST operations the app calls (see `sim.storage`)."""
+"""Storage queues in the simulated account: the REST operations the app calls (see `sim.storage.transport`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from xml.sax.saxutils import escape
 
 from azure.core.utils import CaseInsensitiveDict
 
-from sim.account import (
+from sim.storage.account import (
     ACCOUNT,
     LIST_MAX,
     NEVER,

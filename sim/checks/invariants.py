@@ -30,7 +30,7 @@ normal chunk waits for a place (`shared.engine.fair_slots`; see `high_starts_wat
 `shares_watched`).
 
 *Errors.* Nothing reaches the event loop's exception handler (an exception never retrieved; see
-`errors_watched`), and no API call ends in an unhandled error, a 500 (`sim.promises.incidents_watched`).
+`errors_watched`), and no API call ends in an unhandled error, a 500 (`sim.checks.promises.incidents_watched`).
 
 *Cancels.* No handler call of a batch starts later than `ENDED_CHECK_S` after its cancel was answered (its ended
 marker is kept `KEEP_S`, 7 days: see `Cancels.on_handler_start`).
@@ -53,11 +53,11 @@ from shared.engine.drainer import Drainer
 from shared.engine.fair_slots import FairSlots
 from shared.ops import lifecycle
 from shared.store import ended
-from sim.cost_promises import look_cost
-from sim.costs import looks_charged
+from sim.checks.cost_promises import look_cost
+from sim.checks.costs import looks_charged
+from sim.checks.promises import Promises, incidents_watched
+from sim.checks.wakeups import stops_watched
 from sim.loop import Stalled
-from sim.promises import Promises, incidents_watched
-from sim.wakeups import stops_watched
 
 # The world (`sim.world.World`) is passed in, not imported: it imports this module.
 World = Any
@@ -210,10 +210,10 @@ def held_watched(world: World) -> Iterator[None]:
             time_watched(world),
             errors_watched(world),
             incidents_watched(world),
-            looks_charged(world, look_cost),  # each look at the ended batches held to its cost (`sim.costs`)
-            stops_watched(world),  # no lost wake-up, judged as each drain stops (`sim.wakeups`)
+            looks_charged(world, look_cost),  # each look at the ended batches held to its cost (`sim.checks.costs`)
+            stops_watched(world),  # no lost wake-up, judged as each drain stops (`sim.checks.wakeups`)
         ):
-            world.promises = Promises(world)  # stamps and liveness (`sim.promises`); the rest after the run
+            world.promises = Promises(world)  # stamps and liveness (`sim.checks.promises`); the rest after the run
             world.spawn(world.promises.watch(), "promises")
             yield
     finally:

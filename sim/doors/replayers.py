@@ -21,8 +21,8 @@ from typing import Any
 
 from shared import api
 from shared.ops.replay import MAX_REPLAY_S
-from sim import malformed, replay_rings, replay_time, second_parks
-from sim.callers import as_caller, batch_of, on_instance
+from sim.doors import malformed, replay_rings, replay_time, second_parks
+from sim.doors.callers import as_caller, batch_of, on_instance
 from sim.scenario import ReplayCall
 
 World = Any  # `sim.world.World` (it imports the modules that import this one)

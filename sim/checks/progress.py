@@ -18,7 +18,7 @@ refused sends (the doorbell deferred, rung within `MAX_RETRY_S` of its end) the 
 202 may have taken the batch's own doorbell, its look chain or the process that deferred it: its end plus the
 timer's period and the back-off ceiling (the nets, as documented). A trigger message Service Bus lost (seen up to a
 watch period late), and a handler call that hung until `functionTimeout`, are faults from the moment they happen
-(as `sim.promises` counts them).
+(as `sim.checks.promises` counts them).
 
 Without the fix of issue 36 item 6, a scheduled batch's keyed retry (its first submit died between its commit and
 its doorbell) or its deferred doorbell rang at once: the drainer found only hidden chunks, the look chain backed
@@ -35,9 +35,9 @@ from typing import Any
 
 from shared.bus.deferrals import MAX_RETRY_S
 from sim.bus import LOCK_S
+from sim.checks.promises import RESTART_S
 from sim.clock import EPOCH_S
 from sim.host import FUNCTION_TIMEOUT_S
-from sim.promises import RESTART_S
 
 # The world (`sim.world.World`) is passed in, not imported: it imports this module.
 World = Any

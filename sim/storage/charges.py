@@ -1,7 +1,8 @@
 """Who pays for a storage request: `charged(spent)` makes `spent` the caller operation being paid for in the
 current task's context (and in every task it starts, which copy it); the storage transport
-(`sim.storage.SimTransport`) adds each request it serves to the operation of the context that sent it (`spent`),
-with what a listing read. `sim.costs` says who sets one, and `sim.cost_promises` what each may cost."""
+(`sim.storage.transport.SimTransport`) adds each request it serves to the operation of the context that sent it
+(`spent`), with what a listing read. `sim.checks.costs` says who sets one, and `sim.checks.cost_promises` what each
+may cost."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlparse
 
-from sim.account import Reply
+from sim.storage.account import Reply
 
 
 @dataclass(frozen=True)

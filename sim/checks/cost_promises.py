@@ -1,5 +1,6 @@
 """Costs a caller controls grow with the work asked for, not with history (issue 36 item 9), each held to what
-docs/api.md states for it, counted per operation (`sim.charges`, `sim.costs`) in listing pages of the scenario's size:
+docs/api.md states for it, counted per operation (`sim.storage.charges`, `sim.checks.costs`) in listing pages of the
+scenario's size:
 
 - a cancel: a manifest read and write, the marker's write, one listing of the ten minutes' markers that just aged
   past KEEP_S and a delete for each, and the batch's status (a manifest read and a listing of its results, twice):
@@ -25,9 +26,9 @@ from shared.batch import results
 from shared.core import layout
 from shared.ops.status import FINAL
 from shared.store import ended
-from sim.charges import Spent
+from sim.checks.costs import Look, markers, page_size, pages
 from sim.clock import EPOCH_S
-from sim.costs import Look, markers, page_size, pages
+from sim.storage.charges import Spent
 
 # The world (`sim.world.World`) is passed in, not imported: it imports this module.
 World = Any

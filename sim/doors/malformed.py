@@ -17,8 +17,8 @@ from typing import Any
 
 from shared import api
 from shared.api import ApiResponse
-from sim.callers import as_caller, on_instance
-from sim.charges import Spent
+from sim.doors.callers import as_caller, on_instance
+from sim.storage.charges import Spent
 
 World = Any  # `sim.world.World` (it imports the modules that import this one)
 

@@ -33,10 +33,10 @@ from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 from azure.core.pipeline.transport import AsyncHttpResponse, AsyncHttpTransport
 from azure.core.utils import CaseInsensitiveDict
 
-from sim import charges
-from sim.account import ACCOUNT, QUEUE_PORT, Fault, Reply
-from sim.storage_blobs import BlobOps
-from sim.storage_queues import QueueOps
+from sim.storage import charges
+from sim.storage.account import ACCOUNT, QUEUE_PORT, Fault, Reply
+from sim.storage.blobs import BlobOps
+from sim.storage.queues import QueueOps
 
 READS = frozenset({"GetMessages", "PeekMessages", "GetQueueMetadata"})
 LATE_S = (5.0, 15.0)  # how late a "late" fault's answer comes: past the ended listings' 5 s freshness
@@ -57,7 +57,7 @@ class StorageServer(QueueOps, BlobOps):
         if port == QUEUE_PORT:
             operation, reply = self._queue_op(method, parts, query, headers, body)
             if operation in READS and reply.status < 300 and self.observe is not None:
-                self.observe("QueueRead", self.caller, parts[0])  # a look at the queue (`sim.invariants.Looks`)
+                self.observe("QueueRead", self.caller, parts[0])  # a look at the queue (`sim.checks.invariants.Looks`)
             return operation, reply
         return self._blob_op(method, parts, query, headers, body)
 
@@ -127,7 +127,7 @@ class SimTransport(AsyncHttpTransport):  # type: ignore[type-arg]
     """Every request of an instance's storage clients goes to the world's `StorageServer`, after a seeded
     latency; faults answer 503, time out, answer seconds late ("slow": before the request is served; "late":
     after it), or lose the answer of an applied request. Each request served is added to the cost of the caller
-    operation that made it (`sim.charges`)."""
+    operation that made it (`sim.storage.charges`)."""
 
     def __init__(
         self,
