@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 import logging
 import random
 from collections.abc import Awaitable, Coroutine
@@ -190,8 +191,21 @@ class World:
 def run(seed: int, *, faults: bool = True, family: str = "random", scenario: Scenario | None = None,
         seen: list[World] | None = None) -> Outcome:  # fmt: skip
     """One seed, one exact schedule: the scenario it draws, run in a fresh world; the invariants it broke. The
-    world itself is appended to `seen`, if given (its records: `calls`, `receiver`, `storage_log`...)."""
-    scenario = scenario or families.draw(seed, faults=faults, family=family)
+    world itself is appended to `seen`, if given (its records: `calls`, `receiver`, `storage_log`...).
+
+    The garbage collector is off during the run (after collecting what earlier seeds left): a collection's timing
+    depends on everything the process allocated before, and what it finalizes (an unclosed async generator's
+    `aclose`, a transport's callbacks) lands on the loop, so with it on a seed's schedule could depend on the seeds
+    run before it in the same process (`--jobs`, the mutant hunts, the test workers) rather than on the seed."""
+    gc.collect()
+    gc.disable()
+    try:
+        return _run(seed, scenario or families.draw(seed, faults=faults, family=family), seen)
+    finally:
+        gc.enable()
+
+
+def _run(seed: int, scenario: Scenario, seen: list[World] | None) -> Outcome:
     world = World(seed, scenario)
     if seen is not None:
         seen.append(world)
