@@ -85,16 +85,17 @@ class FairSlots:
             raise
 
     def _release(self) -> None:
-        lane = self._next()
-        if lane is None:
-            self.free += 1
+        while (lane := self._next()) is not None:
+            queue = self._waiting[lane]
+            waiter = queue.popleft()
+            if not queue:
+                del self._waiting[lane]
+            if waiter.done():  # cancelled, its task not yet run to leave the line: the place goes to the next
+                continue
+            self._last = lane
+            waiter.set_result(None)
             return
-        queue = self._waiting[lane]
-        waiter = queue.popleft()
-        if not queue:
-            del self._waiting[lane]
-        self._last = lane
-        waiter.set_result(None)
+        self.free += 1
 
     def _next(self) -> str | None:
         """High lanes with waiters before the others, but no more than `high_burst` high starts in a row while a

@@ -137,3 +137,38 @@ async def test_places_go_round_robin_by_lane_and_a_lane_with_nothing_in_service_
     # b's second chunk waited like any other, and got the first place that came free after a's turn.
     assert order.index("b1") <= 4, order
     assert slots.free == 2
+
+
+async def test_a_place_freed_as_its_next_waiter_is_cancelled_goes_to_the_one_after_it() -> None:
+    """A waiting chunk's task cancelled (its session ended, a hung call timed out) has its future cancelled at once
+    but takes itself out of the line only when its task next runs; a place freed in between went to that cancelled
+    future (`InvalidStateError` in the releasing chunk, `limits` seed 101) instead of to the chunk after it."""
+    from shared.engine.fair_slots import FairSlots
+
+    slots = FairSlots(1, "q")
+    started: list[str] = []
+    leave = asyncio.Event()
+
+    async def chunk(name: str) -> None:
+        async with slots.place("q-t-a"):
+            started.append(name)
+            await leave.wait()
+
+    async def holder() -> None:
+        async with slots.place("q-t-a"):
+            started.append("holder")
+            await leave.wait()
+            victim.cancel()  # cancelled, and the place freed, before the victim's task runs again
+
+    holding = asyncio.create_task(holder())
+    await asyncio.sleep(0)
+    victim = asyncio.create_task(chunk("victim"))
+    behind = asyncio.create_task(chunk("behind"))
+    await asyncio.sleep(0)
+    assert started == ["holder"], "the others wait for the one place"
+    leave.set()
+    await holding  # on the old code: InvalidStateError here, from set_result on the cancelled future
+    await behind
+    assert isinstance((await asyncio.gather(victim, return_exceptions=True))[0], asyncio.CancelledError)
+    assert started == ["holder", "behind"]
+    assert slots.free == 1
