@@ -22,6 +22,13 @@ TRIED = [
     "does not run one (see above).",
 ]
 
+LEFT_OUT = (
+    "What these figures leave out: they are local (Azurite and the Service Bus stand-in on one machine, a warm host, "
+    "no cold start, no scale controller, no real Service Bus delivery latency, no host lock renewals across "
+    "instances), and the hand-off only works where B's submit lands in the process that drains its partition; on "
+    "Azure a submit answered by another instance leaves B to the lane listing, as before."
+)
+
 
 def short(commit: str | None) -> str:
     return f"`{(commit or '?')[:12]}`"
@@ -67,7 +74,7 @@ def section() -> str:
         f"{fmt(medians[BEFORE]['app_part_p99_ms'], 0)} ms, A {fmt(medians[AFTER]['a_items_per_s'], 0)} / "
         f"{fmt(medians[BEFORE]['a_items_per_s'], 0)} items/s. Round by round, after over before: B's p99 "
         f"{ratios_text(ratios['b_p99_ms'])}, the app's part p99 {ratios_text(ratios['app_part_p99_ms'])}, A's rate "
-        f"{ratios_text(ratios['a_items_per_s'])}.",
+        f"{ratios_text(ratios['a_items_per_s'])}. {LEFT_OUT}",
         "",
     ]
     rows += [*TRIED, ""] if doc.get("before_commit") == "8a76cae" else []
