@@ -107,8 +107,13 @@ def test_a_drainer_killed_holding_its_lease_resumes_through_the_watchdog_within_
     status = stack.wait_completed(batch_id, timeout_s=120)
     found = audit(stack, batch_id, items, CHUNK_ITEMS)
 
+    # The session that finished the batch writes its one-line report when it ends, which can be a moment after the
+    # status reads completed (it settles its last deletes and looks once more at the queue): wait for that line.
+    try:
+        wait_until(lambda: watchdog_items(stack.host_logs()) > 0, 60, "a watchdog-started drain's report", every_s=0.5)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; the drains: {drain_lines(stack.host_logs())}") from None
     assert recovered_s < bound_s < 120 < ceiling_s
-    assert watchdog_items(stack.host_logs()) > 0, "a watchdog event started the drain that finished the batch"
     assert status["status"] == "completed"
     assert (found.lost, found.duplicated) == (0, 0), found
     reliability.record(
