@@ -60,7 +60,7 @@ class ServiceBusPublisher:
         options: dict[str, Any] = {"retry_total": 1, "retry_backoff_factor": 0.2, "retry_backoff_max": 1}
         if conn.connection_string is not None:
             return ServiceBusClient.from_connection_string(conn.connection_string, **options)
-        from azure.identity.aio import DefaultAzureCredential
+        from azure.identity.aio import DefaultAzureCredential  # only with a managed identity (storage.credential_for)
 
         assert conn.namespace is not None
         self._credential = DefaultAzureCredential(managed_identity_client_id=conn.client_id)

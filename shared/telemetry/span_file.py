@@ -1,6 +1,6 @@
 """The local trace file: each finished span as one JSON line (`TRACES_FILE`, read by `python -m shared.cli trace`).
 
-Imported only when the file is the exporter (`shared.telemetry.export`): the OpenTelemetry SDK is not loaded otherwise.
+`shared.telemetry.export` chooses it when `TRACES_FILE` is set and no other sink is.
 """
 
 from __future__ import annotations
