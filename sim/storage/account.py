@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from typing import Any
@@ -21,6 +21,28 @@ CONNECTION_STRING = (
 )
 NEVER = "Fri, 31 Dec 9999 23:59:59 GMT"
 LIST_MAX = 5000
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One page of a List operation (blobs or queues), read from its query: the names from `marker` on that start
+    with `prefix`, at most `most` of them, sorted; `next` is the next page's marker ("" after the last page)."""
+
+    prefix: str
+    marker: str
+    most: int
+    page: list[str]
+    next: str
+    with_meta: bool  # `include=metadata`
+
+
+def listing(names: Iterable[str], query: dict[str, str], default_most: int) -> Listing:
+    prefix, marker = query.get("prefix", ""), query.get("marker", "")
+    most = int(query.get("maxresults", default_most))
+    chosen = sorted(n for n in names if n.startswith(prefix) and n >= marker)
+    rest = chosen[most:]
+    with_meta = "metadata" in query.get("include", "")
+    return Listing(prefix, marker, most, chosen[:most], rest[0] if rest else "", with_meta)
 
 
 def http_date(epoch_s: float) -> str:

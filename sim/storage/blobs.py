@@ -18,6 +18,7 @@ from sim.storage.account import (
     _meta_headers,
     _meta_xml,
     http_date,
+    listing,
 )
 
 
@@ -185,13 +186,9 @@ class BlobOps(ServerBase):
 
     def list_blobs(self, container: str, query: dict[str, str]) -> Reply:
         blobs = self._container(container)
-        prefix, marker = query.get("prefix", ""), query.get("marker", "")
-        most = int(query.get("maxresults", self.list_max))
-        names = sorted(n for n in blobs if n.startswith(prefix) and n >= marker)
-        page, rest = names[:most], names[most:]
-        with_meta = "metadata" in query.get("include", "")
+        listed = listing(blobs, query, self.list_max)
         items = []
-        for n in page:
+        for n in listed.page:
             blob = blobs[n]
             state = self._lease_state(blob)
             status = "locked" if state in ("leased", "breaking") else "unlocked"
@@ -206,14 +203,15 @@ class BlobOps(ServerBase):
                 f"<Last-Modified>{http_date(blob.modified_s)}</Last-Modified><Etag>{blob.etag}</Etag>"
                 f"<Content-Length>{len(blob.data)}</Content-Length>{content}<BlobType>BlockBlob</BlobType>"
                 f"<LeaseStatus>{status}</LeaseStatus><LeaseState>{state}</LeaseState>{duration}</Properties>"
-                f"{_meta_xml(blob.metadata) if with_meta else ''}</Blob>"
+                f"{_meta_xml(blob.metadata) if listed.with_meta else ''}</Blob>"
             )
+        marker = f"<Marker>{escape(listed.marker)}</Marker>" if listed.marker else ""
         xml = (
             f'<?xml version="1.0" encoding="utf-8"?><EnumerationResults ServiceEndpoint="http://127.0.0.1/{ACCOUNT}/" '
-            f'ContainerName="{container}"><Prefix>{escape(prefix)}</Prefix>'
-            f"{f'<Marker>{escape(marker)}</Marker>' if marker else ''}<MaxResults>{most}</MaxResults>"
+            f'ContainerName="{container}"><Prefix>{escape(listed.prefix)}</Prefix>'
+            f"{marker}<MaxResults>{listed.most}</MaxResults>"
             f"<Blobs>{''.join(items)}</Blobs>"
-            f"<NextMarker>{escape(rest[0]) if rest else ''}</NextMarker></EnumerationResults>"
+            f"<NextMarker>{escape(listed.next)}</NextMarker></EnumerationResults>"
         )
         return Reply(200, {"Content-Type": "application/xml"}, xml.encode())
 

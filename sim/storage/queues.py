@@ -20,6 +20,7 @@ from sim.storage.account import (
     _meta_headers,
     _meta_xml,
     http_date,
+    listing,
 )
 
 
@@ -91,19 +92,15 @@ class QueueOps(ServerBase):
         return Reply(200, head)
 
     def list_queues(self, query: dict[str, str]) -> Reply:
-        prefix, marker = query.get("prefix", ""), query.get("marker", "")
-        most = int(query.get("maxresults", LIST_MAX))
-        names = sorted(n for n in self.account.queues if n.startswith(prefix) and n >= marker)
-        page, rest = names[:most], names[most:]
-        with_meta = "metadata" in query.get("include", "")
+        listed = listing(self.account.queues, query, LIST_MAX)
         items = "".join(
-            f"<Queue><Name>{n}</Name>{_meta_xml(self.account.queues[n].metadata) if with_meta else ''}</Queue>"
-            for n in page
+            f"<Queue><Name>{n}</Name>{_meta_xml(self.account.queues[n].metadata) if listed.with_meta else ''}</Queue>"
+            for n in listed.page
         )
         xml = (
             f'<?xml version="1.0" encoding="utf-8"?><EnumerationResults ServiceEndpoint="http://127.0.0.1/{ACCOUNT}/">'
-            f"<Prefix>{escape(prefix)}</Prefix><MaxResults>{most}</MaxResults><Queues>{items}</Queues>"
-            f"<NextMarker>{rest[0] if rest else ''}</NextMarker></EnumerationResults>"
+            f"<Prefix>{escape(listed.prefix)}</Prefix><MaxResults>{listed.most}</MaxResults><Queues>{items}</Queues>"
+            f"<NextMarker>{listed.next}</NextMarker></EnumerationResults>"
         )
         return Reply(200, {"Content-Type": "application/xml"}, xml.encode())
 
