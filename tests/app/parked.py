@@ -8,7 +8,7 @@ from typing import Any
 
 from shared.intake.submit import submit
 from shared.ops.reports import read_batch_status
-from tests.app.conftest import drain_all, http_request
+from tests.app.conftest import RecordingPublisher, drain_all, http_request
 from tests.app.held import Held, hold_first_chunk
 
 SALES = "\n".join(
@@ -21,6 +21,18 @@ LEAD = "\n".join(
     json.dumps({"id": f"lead-{i}-x", "amount": "1.00", "currency": "EUR", "author": "a", "distributor": "d"})
     for i in range(10)
 ).encode()
+
+
+def parking(configure: Any, *, chunk_max_items: int = 10, publisher: RecordingPublisher | None = None) -> Any:
+    """The app's services for a test of parked chunks: the handler fails r-7, r-17 and r-27 (`fail_sevens`), and
+    with one attempt each (MAX_DEQUEUE_COUNT 1) their chunks are parked at once; chunks of `chunk_max_items` sales;
+    events go to `publisher` (a new recording one by default)."""
+    return configure(
+        publisher=RecordingPublisher() if publisher is None else publisher,
+        HANDLER="tests.app.handlers:fail_sevens",
+        MAX_DEQUEUE_COUNT="1",
+        CHUNK_MAX_ITEMS=str(chunk_max_items),
+    )
 
 
 async def call(app_functions: Any, name: str, request: Any) -> tuple[int, Any]:

@@ -15,7 +15,7 @@ from shared.ops.reports import read_batch_status
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher, drain_all, http_request
 from tests.app.held import hold_first_chunk
-from tests.app.parked import call, parked, parked_while_processing, post_replay
+from tests.app.parked import call, parked, parked_while_processing, parking, post_replay
 
 
 async def test_parked_chunks_can_be_listed_inspected_and_replayed_once(configure, app_functions):
@@ -166,10 +166,7 @@ async def test_a_replay_with_a_malformed_batch_id_or_a_null_background_is_refuse
 
 
 async def test_the_parked_listing_pages_through_every_parked_chunk_newest_first(configure, app_functions):
-    services = configure(
-        publisher=RecordingPublisher(), HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1",
-        CHUNK_MAX_ITEMS="1",
-    )  # fmt: skip
+    services = parking(configure, chunk_max_items=1)
     batch_id = await parked(services)
 
     async def page(**params: str) -> tuple[int, Any]:
@@ -195,10 +192,7 @@ async def test_the_parked_listing_pages_through_every_parked_chunk_newest_first(
 async def test_a_replay_that_names_nothing_or_a_null_is_a_400_and_replays_nothing(configure, app_functions):
     """Issue 36 item 15: an empty body, `{}` or a null never widens a replay to every parked chunk of every
     tenant; replaying everything takes `"all": true`, alone."""
-    services = configure(
-        publisher=RecordingPublisher(), HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1",
-        CHUNK_MAX_ITEMS="10",
-    )  # fmt: skip
+    services = parking(configure)
     batch_id = await parked(services)
     poison = services.storage.queue(services.settings.poison_queue(services.settings.work_queue))
     for body, named in (

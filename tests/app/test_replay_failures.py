@@ -16,7 +16,7 @@ from shared.ops.reports import read_batch_status
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher, drain_all, http_request
 from tests.app.held import hold_first_chunk
-from tests.app.parked import call, final_with_parked, finish, parked, post_replay
+from tests.app.parked import call, final_with_parked, finish, parked, parking, post_replay
 
 
 @pytest.mark.slow
@@ -24,9 +24,7 @@ async def test_a_replay_that_meets_service_bus_down_rings_its_doorbell_and_arms_
     configure, app_functions
 ):
     publisher = RecordingPublisher()
-    services = configure(
-        publisher=publisher, HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1", CHUNK_MAX_ITEMS="10"
-    )
+    services = parking(configure, publisher=publisher)
     batch_id = await parked(services)
     services.handler = handlers.record
     publisher.events.clear()
@@ -73,9 +71,7 @@ async def test_a_replay_that_fails_part_way_has_already_rung_for_the_chunks_it_p
     from shared.ops import replay_marks
 
     publisher = RecordingPublisher()
-    services = configure(
-        publisher=publisher, HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1", CHUNK_MAX_ITEMS="1"
-    )
+    services = parking(configure, chunk_max_items=1, publisher=publisher)
     batch_id = await parked(services)
     container = await services.storage.ensure_container(services.settings.state_container)
     await container.delete_blob(layout.look_blob(services.settings.work_queue))  # its submit's chain has ended
@@ -102,9 +98,7 @@ async def test_a_replay_that_fails_part_way_leaves_a_state_a_later_replay_comple
     from shared.engine import lane_queues
 
     publisher = RecordingPublisher()
-    services = configure(
-        publisher=publisher, HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1", CHUNK_MAX_ITEMS="1"
-    )
+    services = parking(configure, chunk_max_items=1, publisher=publisher)
     batch_id = await parked(services)
     before = await read_batch_status(services, batch_id)
     assert before["items"] == {"total": 40, "succeeded": 36, "failed": 3, "pending": 1}, before
@@ -189,12 +183,7 @@ async def refused_send(*args: Any, **kwargs: Any) -> Any:
 async def test_a_stale_parked_copy_whose_items_a_later_attempt_settled_is_deleted(configure, app_functions):
     from shared.store import poison_index
 
-    services = configure(
-        publisher=RecordingPublisher(),
-        HANDLER="tests.app.handlers:fail_sevens",
-        MAX_DEQUEUE_COUNT="1",
-        CHUNK_MAX_ITEMS="10",
-    )
+    services = parking(configure)
     batch_id = await parked(services)
     poison_name = services.settings.poison_queue(services.settings.work_queue)
     state = services.storage.container(services.settings.state_container)
@@ -246,10 +235,7 @@ async def export(app_functions: Any, batch_id: str) -> list[Any]:
 async def test_a_replay_of_a_final_batch_is_refused_and_changes_nothing(configure, app_functions):
     """Issue 36 item 12: a final batch's outcome never changes, so a replay naming it is a 409 `batch_final`;
     its status, export and parked chunks stay what they were, and nothing goes back on the work queue."""
-    services = configure(
-        publisher=RecordingPublisher(), HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1",
-        CHUNK_MAX_ITEMS="10",
-    )  # fmt: skip
+    services = parking(configure)
     batch_id = await final_with_parked(services)
     before = await read_batch_status(services, batch_id)
     assert before["status"] == "completed_with_failures"
@@ -273,10 +259,7 @@ async def test_a_replay_of_everything_sets_aside_ended_and_final_batches_chunks_
     replays the oldest chunk of a batch still processing, instead of answering `replayed 0, more true` forever."""
     from shared.ops import lifecycle
 
-    services = configure(
-        publisher=RecordingPublisher(), HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1",
-        CHUNK_MAX_ITEMS="10",
-    )  # fmt: skip
+    services = parking(configure)
     cancelled = await parked(services)
     await lifecycle.cancel(services, cancelled)
     final = await final_with_parked(services)

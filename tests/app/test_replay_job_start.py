@@ -23,7 +23,7 @@ from shared.core.events import Reason
 from shared.ops import replay_jobs
 from shared.ops.reports import read_batch_status
 from tests.app.conftest import RecordingPublisher, http_request
-from tests.app.parked import call, final_with_parked, finish, parked, post_replay
+from tests.app.parked import call, final_with_parked, finish, parked, parking, post_replay
 
 
 def answer_lost_once(monkeypatch: Any, method: str, path_part: str) -> list[str]:
@@ -72,10 +72,7 @@ async def job_blobs(services: Any) -> list[str]:
 
 
 async def test_a_background_replay_of_a_final_batch_is_refused_and_stores_no_job(configure, app_functions):
-    services = configure(
-        publisher=RecordingPublisher(), HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1",
-        CHUNK_MAX_ITEMS="10",
-    )  # fmt: skip
+    services = parking(configure)
     batch_id = await final_with_parked(services)
     services.publisher.events.clear()
 
@@ -88,9 +85,7 @@ async def test_a_background_replay_of_a_final_batch_is_refused_and_stores_no_job
 
 async def test_a_replay_job_whose_batch_became_final_after_it_began_is_done_at_its_next_step(configure):
     publisher = RecordingPublisher()
-    services = configure(
-        publisher=publisher, HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1", CHUNK_MAX_ITEMS="10"
-    )
+    services = parking(configure, publisher=publisher)
     batch_id = await parked(services)  # three chunks parked, one held: still processing
     job = await replay_jobs.start(services, batch_id=batch_id)
     assert (await finish(services, batch_id))["status"] == "completed_with_failures", "final before its step"

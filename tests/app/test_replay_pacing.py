@@ -10,16 +10,11 @@ from typing import Any
 from shared.ops.reports import read_batch_status
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher, drain_all, http_request
-from tests.app.parked import call, finish, parked, parked_while_processing, post_replay
+from tests.app.parked import call, finish, parked, parked_while_processing, parking, post_replay
 
 
 async def test_a_paced_replay_spaces_its_chunks_and_takes_what_its_pace_allows_in_a_minute(configure, app_functions):
-    services = configure(
-        publisher=RecordingPublisher(),
-        HANDLER="tests.app.handlers:fail_sevens",
-        MAX_DEQUEUE_COUNT="1",
-        CHUNK_MAX_ITEMS="10",
-    )
+    services = parking(configure)
     batch_id, _ = await parked_while_processing(services)
     assert (await read_batch_status(services, batch_id))["items"]["failed"] == 3
 
@@ -51,9 +46,7 @@ async def test_a_background_replay_runs_in_paced_steps_with_its_progress_in_its_
 
     monkeypatch.setattr(replay_jobs, "STEP_S", 0.5)  # at 2 chunks/s: 2 chunks a step, so 3 take two steps
     publisher = RecordingPublisher()
-    services = configure(
-        publisher=publisher, HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1", CHUNK_MAX_ITEMS="1"
-    )
+    services = parking(configure, chunk_max_items=1, publisher=publisher)
     batch_id = await parked(services)
     assert (await read_batch_status(services, batch_id))["items"]["failed"] == 3
 
@@ -128,12 +121,7 @@ async def test_an_unpaced_replay_stops_at_its_time_bound_and_says_there_is_more(
     from shared.ops import replay
 
     monkeypatch.setattr(replay, "MAX_REPLAY_S", 0.0)  # every call takes one chunk, then its time is up
-    services = configure(
-        publisher=RecordingPublisher(),
-        HANDLER="tests.app.handlers:fail_sevens",
-        MAX_DEQUEUE_COUNT="1",
-        CHUNK_MAX_ITEMS="1",
-    )
+    services = parking(configure, chunk_max_items=1)
     batch_id = await parked(services)
     answers = []
     for _ in range(4):
@@ -150,9 +138,7 @@ async def test_a_background_step_is_sized_by_time_not_by_count(configure, monkey
 
     monkeypatch.setattr(replay_jobs, "STEP_S", 0.0)  # each step's time is up after its first chunk
     publisher = RecordingPublisher()
-    services = configure(
-        publisher=publisher, HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1", CHUNK_MAX_ITEMS="1"
-    )
+    services = parking(configure, chunk_max_items=1, publisher=publisher)
     batch_id = await parked(services)
     job = await replay_jobs.start(services, batch_id=batch_id)  # no rate
     served = 0
@@ -208,10 +194,7 @@ async def test_a_replay_past_its_time_bound_reads_no_parked_entry_it_does_not_ta
     from shared.ops import replay
     from shared.store import poison_index
 
-    services = configure(
-        publisher=RecordingPublisher(), HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1",
-        CHUNK_MAX_ITEMS="10",
-    )  # fmt: skip
+    services = parking(configure)
     batch_id = await parked(services)
     read = poison_index.get
     reads: list[str] = []
