@@ -31,7 +31,7 @@ from shared.ops.replay_marks import CLAIMED_MS
 from sim.checks.promises import records_of
 from sim.clock import EPOCH_S
 from sim.doors.callers import as_caller, on_instance
-from sim.scenario import ReplayCall, Scenario, Span, Submit
+from sim.scenario import Crash, ReplayCall, Scenario, Span, Submit
 
 World = Any  # `sim.world.World` (it imports the modules that import this one)
 
@@ -49,6 +49,7 @@ SET_ASIDE = "poison-set-aside/"  # `shared.core.layout.set_aside_blob`
 # What answers late: a replay's reads of poison index entries, its set-aside writes and its index deletes (the
 # state container, `sim.host`): a replay slows down, drainers do not (they only write index entries).
 SLOW_OPS = ("blob GET state/poison/", "blob PUT state/" + SET_ASIDE, "blob DELETE state/poison/")
+STEP_KILL_S = (10.0, 50.0)  # the instances die this long after a background job's start: within its first step
 JOB_RUN_S = 600.0  # a slow job's seed replays everything again this long after the job began
 
 
@@ -68,9 +69,23 @@ def slow_backlog(scenario: Scenario) -> None:
         scenario.storage_spans.append(Span(call.at_s - 1.0, call.at_s + SLOW_FOR_S, "slow", 1.0, op))
     if what == "all-job":  # the run lasts until the job is done: a replay of everything once more, later
         scenario.replay_calls.append(ReplayCall(round(call.at_s + JOB_RUN_S, 3), "operator", "all"))
+        kill_steps(scenario, call.at_s)  # from a rng of its own
     items = rng.randint(BACKLOG_ITEMS // 2, BACKLOG_ITEMS)  # a backlog: each of its chunks fails past the limit
     at_s = round(rng.uniform(5.0, 30.0), 3)
     scenario.submits.append(Submit(at_s, 0, "backlog", items, "a", "normal", None, 0, ("t6",) * items))
+
+
+def kill_steps(scenario: Scenario, began_s: float) -> None:
+    """Drawn apart: in two thirds of the job seeds with faults, every instance is killed once while the job's first
+    step runs (STEP_KILL_S after the job's start; whichever instance serves the step dies mid-step, having sent
+    some chunks back), each down for a few seconds. The job goes on when the dead step's claim lapses."""
+    rng = random.Random(f"{scenario.seed}-step-kill")
+    if not scenario.faults or rng.random() >= 2 / 3:
+        return
+    for instance in range(len(scenario.skews_s)):
+        at_s = began_s + rng.uniform(*STEP_KILL_S)
+        scenario.crashes.append(Crash(round(at_s, 3), instance, rng.uniform(3.0, 20.0)))
+    scenario.crashes.sort(key=lambda c: c.at_s)
 
 
 def check(world: World, body: bytes, began: float, answered: bool) -> None:
