@@ -22,8 +22,9 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 from shared.batch import envelope
 from shared.core import lanes
@@ -62,6 +63,7 @@ async def replay(
     rate: float | None = None,
     exclude: frozenset[str] = frozenset(),
     window_s: float | None = None,
+    journal: Journal | None = None,
 ) -> dict[str, Any]:
     """Replay parked chunks matching `batch_id` and/or `message_ids` (all, when neither is given: the HTTP route
     asks for `"all": true` to mean that), oldest first, at most `limit` of them; with `rate`, at most that many
@@ -75,7 +77,9 @@ async def replay(
     A final batch's outcome never changes, so its parked chunks are never replayed: naming such a batch is a
     409 (`batch_final`; `batch_conflict` for one ended by a cancel or its tolerance), and a chunk of one met
     otherwise is set aside (`shared.store.poison_index.set_aside`): kept for inspection, out of the poison queue
-    and of every later replay. Neither what is set aside nor what is left parked counts against `limit`."""
+    and of every later replay. Neither what is set aside nor what is left parked counts against `limit`. A
+    background step passes its `journal` (`shared.ops.replay_journal`): it writes what was taken before each
+    group of chunks."""
     closed: dict[str, Closed | None] = {}
     if batch_id is not None:
         await refuse_closed(services, batch_id, closed)
@@ -86,7 +90,8 @@ async def replay(
     window = Window(window_s)
     announcer = Announcer(services)
     replayed: list[dict[str, Any]] = []
-    skipped: list[dict[str, Any]] = []
+    taken = journal.taken if journal is not None else Taken()
+    skipped = taken.skipped
     set_aside = 0
     more = False
     state = await services.storage.ensure_container(services.settings.state_container)
@@ -105,10 +110,12 @@ async def replay(
             )
             if not oldest:
                 break
-            for message_id in oldest:
+            for n, message_id in enumerate(oldest):
                 if window.closed(bool(replayed or skipped or set_aside)):
                     more = True
                     break
+                if journal is not None and n % journal.group == 0:
+                    await journal.taking(name, oldest[n : n + journal.group])
                 seen.add(message_id)
                 entry = await poison_index.get(state, name, message_id)
                 if entry is None:  # replayed or set aside meanwhile by another call
@@ -120,6 +127,7 @@ async def replay(
                 why = await _closed(services, entry.batch_id, closed) if entry.batch_id is not None else None
                 if why is not None:
                     await _set_aside(services, client, entry, parked, why)
+                    taken.set_aside.append(message_id)
                     set_aside += 1
                     continue
                 await pace.next()
@@ -132,6 +140,7 @@ async def replay(
                     skipped.append({**parked.summary(), "why": left_why})
                     continue
                 replayed.append(parked.summary())
+                taken.replayed.append(message_id)
         if more:
             break
     log.warning(
@@ -140,6 +149,24 @@ async def replay(
     )  # fmt: skip
     out = {"replayed": len(replayed), "skipped": skipped, "set_aside": set_aside, "chunks": replayed, "more": more}
     return out | {"limit": limit, "seconds": round(pace.elapsed(), 3)} | ({"rate": rate} if rate is not None else {})
+
+
+@dataclass
+class Taken:
+    """The message ids of what one replay call replayed and set aside, and the chunks it left parked, in order."""
+
+    replayed: list[str] = field(default_factory=list)
+    set_aside: list[str] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Journal(Protocol):
+    """What a background step writes as it goes (`shared.ops.replay_journal.Journal`)."""
+
+    taken: Taken
+    group: int  # chunks taken between two writes
+
+    async def taking(self, poison_queue: str, message_ids: list[str]) -> None: ...
 
 
 class Closed(Enum):

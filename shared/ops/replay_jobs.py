@@ -36,6 +36,7 @@ from shared.core.errors import (
 )
 from shared.core.events import Reason, TriggerEvent
 from shared.ops import replay
+from shared.ops.replay_journal import RECOVERED_KEPT, Journal, StepTaken, recover
 from shared.services import Services
 from shared.store.storage import read_json, translated, write_json
 
@@ -44,7 +45,6 @@ log = logging.getLogger(__name__)
 STEP_S = 60.0  # a step stops taking chunks after this long (the drain function's budget is longer)
 STALL_S = 3 * STEP_S  # a running job not written for this long has lost its step event
 CLAIM_MARGIN_S = 30.0  # a step holds its job this long past STEP_S: its last chunk and its progress write
-SKIPPED_SHOWN = 20
 KEEP_DONE_S = 7 * 24 * 3600  # a finished job's blob is deleted this long after it finished ...
 SWEEP_MAX = 100  # ... by the next job's start, at most this many at a time (one listing, one delete each)
 
@@ -81,6 +81,11 @@ class Job:
     updated_at: str = field(default_factory=now_iso)
     finished_at: str | None = None
     step_until: float = 0.0  # epoch seconds: a step holds the job until then
+    step_id: str = ""  # the step holding the job (or that held it last)
+    in_hand: list[str] = field(default_factory=list)  # the group of chunks its step is taking (`replay_journal`)
+    in_hand_queue: str = ""  # their poison queue
+    recovered: list[str] = field(default_factory=list)  # the last chunks counted for a step that died
+    write_id: str = ""  # the last write's own id (`replay_journal.Journal.write`)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -213,6 +218,7 @@ async def step(services: Services, job_id: str) -> Job | None:
     """One step of the job; None when another step holds it or it is done. A step finds the job held when its
     event is a redelivery (its first delivery's instance died mid-step) or a duplicate: it schedules a step
     for when the hold lapses, so a dead step's job goes on without waiting for a status read."""
+    began = time.monotonic()  # what the step does before its replay counts in its STEP_S
     job, etag = await read(services, job_id)
     if job.state != "running":
         return None
@@ -220,12 +226,13 @@ async def step(services: Services, job_id: str) -> Job | None:
         await publish_step(services, job_id, at=datetime.fromtimestamp(job.step_until + 1, timezone.utc))
         return None
     state = services.storage.container(services.settings.state_container)
-    claimed = replace(job, step_until=time.time() + STEP_S + CLAIM_MARGIN_S)
+    claimed = await _claim(state, job)
     try:
         etag = await write_json(state, job_blob(job_id), claimed.to_json(), etag=etag)
     except (PreconditionFailed, ResourceConflict):
         return None  # another step took it
-    wanted = job.step_limit()
+    wanted = claimed.step_limit()
+    journal = Journal(state, job_blob(job_id), claimed.to_json(), etag)
     try:
         answer = await replay.replay(
             services,
@@ -234,28 +241,23 @@ async def step(services: Services, job_id: str) -> Job | None:
             limit=wanted,
             rate=job.rate,
             exclude=frozenset(job.skipped_ids),
-            window_s=STEP_S,
+            window_s=max(0.0, STEP_S - (time.monotonic() - began)),
+            journal=journal,
         )
+    except StepTaken:
+        return None  # what it took is counted; the step that claimed the job goes on
     except (BatchFinal, BatchConflict) as e:
         # Its batch became final or ended since the job began: nothing of it is replayed, now or later. The job
         # is done (raising would bring the step back at every claim's end, for as long as the job exists).
         log.warning("replay job %s: done, %s", job_id, e)
         answer = {"replayed": 0, "set_aside": 0, "skipped": [], "more": False}
     skipped = answer["skipped"]
-    finished = not answer["more"] or job.replayed + answer["replayed"] >= job.limit
-    done = replace(
-        claimed,
-        replayed=job.replayed + answer["replayed"],
-        set_aside=job.set_aside + answer["set_aside"],
-        skipped_ids=job.skipped_ids + [s["message_id"] for s in skipped],
-        skipped=(job.skipped + skipped)[:SKIPPED_SHOWN],
-        steps=job.steps + 1,
-        updated_at=now_iso(),
-        state="done" if finished else "running",
-        finished_at=now_iso() if finished else None,
-        step_until=0.0,
-    )
-    await write_json(state, job_blob(job_id), done.to_json(), etag=etag, metadata=job_metadata(done))
+    finished = not answer["more"] or claimed.replayed + answer["replayed"] >= job.limit
+    ended: dict[str, Any] = {"steps": job.steps + 1, "state": "done" if finished else "running", "in_hand": []}
+    ended |= {"step_until": 0.0, "finished_at": now_iso() if finished else None}
+    done = Job.from_json(await journal.write(ended, job_metadata(Job.from_json(journal.doc | ended))))
+    if journal.lost:
+        return None
     log.warning(
         "replay job %s step %d: %d replayed, %d left parked; %s",
         job_id, done.steps, answer["replayed"], len(skipped), "done" if finished else "more to come",
@@ -263,6 +265,20 @@ async def step(services: Services, job_id: str) -> Job | None:
     if not finished:
         await publish_step(services, job_id)
     return done
+
+
+async def _claim(state: ContainerClient, job: Job) -> Job:
+    """The job claimed by a new step, with the chunks a dead step took and had not counted counted now."""
+    replayed, aside = await recover(state, job.in_hand, job.in_hand_queue) if job.in_hand else ([], [])
+    return replace(
+        job,
+        step_until=time.time() + STEP_S + CLAIM_MARGIN_S,
+        step_id=uuid.uuid4().hex,
+        in_hand=[],
+        replayed=job.replayed + len(replayed),
+        set_aside=job.set_aside + len(aside),
+        recovered=(job.recovered + replayed + aside)[-RECOVERED_KEPT:],
+    )
 
 
 async def status(services: Services, job_id: str) -> dict[str, Any]:
