@@ -111,11 +111,11 @@ async def replay(
             if not oldest:
                 break
             for n, message_id in enumerate(oldest):
+                if journal is not None and n % journal.group == 0:  # not a chunk's time: one write in a group
+                    await journal.taking(name, oldest[n : n + journal.group])
                 if window.closed(bool(replayed or skipped or set_aside)):
                     more = True
                     break
-                if journal is not None and n % journal.group == 0:
-                    await journal.taking(name, oldest[n : n + journal.group])
                 seen.add(message_id)
                 entry = await poison_index.get(state, name, message_id)
                 if entry is None:  # replayed or set aside meanwhile by another call

@@ -218,7 +218,6 @@ async def step(services: Services, job_id: str) -> Job | None:
     """One step of the job; None when another step holds it or it is done. A step finds the job held when its
     event is a redelivery (its first delivery's instance died mid-step) or a duplicate: it schedules a step
     for when the hold lapses, so a dead step's job goes on without waiting for a status read."""
-    began = time.monotonic()  # what the step does before its replay counts in its STEP_S
     job, etag = await read(services, job_id)
     if job.state != "running":
         return None
@@ -226,7 +225,9 @@ async def step(services: Services, job_id: str) -> Job | None:
         await publish_step(services, job_id, at=datetime.fromtimestamp(job.step_until + 1, timezone.utc))
         return None
     state = services.storage.container(services.settings.state_container)
+    began = time.monotonic()  # counting a dead step's chunks comes out of this step's STEP_S
     claimed = await _claim(state, job)
+    window_s = max(0.0, STEP_S - (time.monotonic() - began)) if job.in_hand else STEP_S
     try:
         etag = await write_json(state, job_blob(job_id), claimed.to_json(), etag=etag)
     except (PreconditionFailed, ResourceConflict):
@@ -241,7 +242,7 @@ async def step(services: Services, job_id: str) -> Job | None:
             limit=wanted,
             rate=job.rate,
             exclude=frozenset(job.skipped_ids),
-            window_s=max(0.0, STEP_S - (time.monotonic() - began)),
+            window_s=window_s,
             journal=journal,
         )
     except StepTaken:
