@@ -3,7 +3,8 @@
 `POST /api/poison/replay` with `"background": true` writes a job (`replays/<job id>.json`, state container) and
 publishes a `replay-step` event; the drain function serves it by replaying for at most STEP_S (what the job's
 rate allows in that, if it has one: `shared.ops.replay.replay`, the same code as a replay in the foreground),
-writing the job's progress, and publishing the next step until nothing matching is left or the job's limit is
+writing the job's progress as it goes (before each group of chunks, so the next step counts what a step killed
+mid-step took: `shared.ops.replay_journal`), and publishing the next step until nothing matching is left or the job's limit is
 reached. A step claims the job (its `step_until`, STEP_S + CLAIM_MARGIN_S ahead, written with the blob's ETag) so
 that a redelivered event and a kick never run two steps at once; a step sized by time ends before its claim
 does. An event that finds the job claimed schedules a step for when the claim lapses (a step whose instance

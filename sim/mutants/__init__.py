@@ -12,8 +12,9 @@ handler limits, high starts, time, errors), `reports` (the status route, the bat
 callback allow list, what the status route shows of a failed attempt), `carriers` (a replay's carrier), `claims`
 (a drainer's claim on the handler limits), `records` (a record's positions), `history` (the cancel bound under late
 listings, costs that grow with history), `doorbells` (scheduled doorbells, a flood's late ones), `requests` (how a
-malformed request is refused), `replay_bounds` (a replay's time, the stale copies it leaves). `hunting` hunts the
-seeds (in parallel processes), `runner` is the command, `verify` tries each row of the table as measured again.
+malformed request is refused), `replay_bounds` (a replay's time, the stale copies it leaves), `replay_steps` (what a
+killed background step leaves). `hunting` hunts the seeds (in parallel processes), `runner` is the command, `verify`
+tries each row of the table as measured again.
 
 A defect this cannot catch is in the table too, with why (a path the simulated world never takes, a fault it
 does not model). A fix that cannot be put back as a patch of today's code has no mutant.
@@ -36,6 +37,7 @@ from sim.mutants import (
     outcomes,
     records,
     replay_bounds,
+    replay_steps,
     replaying,
     reports,
     requests,
@@ -60,6 +62,7 @@ MUTANTS: list[Mutant] = [
     *doorbells.MUTANTS,
     *requests.MUTANTS,
     *replay_bounds.MUTANTS,
+    *replay_steps.MUTANTS,
 ]
 
 __all__ = ["MUTANTS", "Mutant"]
