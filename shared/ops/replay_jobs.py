@@ -1,17 +1,17 @@
 """Background replays: a replay too large for one answer runs as a job, a step at a time.
 
 `POST /api/poison/replay` with `"background": true` writes a job (`replays/<job id>.json`, state container) and
-publishes a `replay-step` event; the drain function serves it by replaying for at most STEP_S (what the job's
-rate allows in that, if it has one: `shared.ops.replay.replay`, the same code as a replay in the foreground),
-writing the job's progress as it goes (before each group of chunks, so the next step counts what a step killed
-mid-step took: `shared.ops.replay_journal`), and publishing the next step until nothing matching is left or the job's limit is
+publishes a `replay-step` event; the drain function serves it by replaying for at most STEP_S (what the job's rate
+allows in that, if it has one: `shared.ops.replay.replay`, the same code as a replay in the foreground), writing the
+job's progress as it goes (before each group of chunks, so the next step counts what a step killed mid-step took:
+`shared.ops.replay_journal`), and publishing the next step until nothing matching is left or the job's limit is
 reached. A step claims the job (its `step_until`, STEP_S + CLAIM_MARGIN_S ahead, written with the blob's ETag) so
-that a redelivered event and a kick never run two steps at once; a step sized by time ends before its claim
-does. An event that finds the job claimed schedules a step for when the claim lapses (a step whose instance
-died goes on then). If a step's event is lost (Service Bus unreachable), reading the job's status after STALL_S
-publishes it again. Chunks a step leaves parked (not chunks, or no longer failed) are remembered and never tried
-again by the job. Progress: `GET /api/poison/replay/{job id}`. A finished job's blob is deleted KEEP_DONE_S after
-it finished, by a later job's start.
+that a redelivered event and a kick never run two steps at once; a step sized by time ends before its claim does. An
+event that finds the job claimed schedules a step for when the claim lapses (a step whose instance died goes on
+then). If a step's event is lost (Service Bus unreachable), reading the job's status after STALL_S publishes it
+again. Chunks a step leaves parked (not chunks, or no longer failed) are remembered and never tried again by the
+job. Progress: `GET /api/poison/replay/{job id}`. A finished job's blob is deleted KEEP_DONE_S after it finished, by
+a later job's start.
 """
 
 from __future__ import annotations

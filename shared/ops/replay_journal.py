@@ -91,7 +91,8 @@ class Journal:
         r, a, s = self.written
         replayed = [m for m in self.taken.replayed[r:] if m not in counted_for_us]
         aside = [m for m in self.taken.set_aside[a:] if m not in counted_for_us]
-        skipped = self.taken.skipped[s:]
+        known = set(doc.get("skipped_ids", []))  # a chunk left parked by two steps is counted once
+        skipped = [x for x in self.taken.skipped[s:] if x["message_id"] not in known]
         return doc | {
             "replayed": int(doc.get("replayed", 0)) + len(replayed),
             "set_aside": int(doc.get("set_aside", 0)) + len(aside),
