@@ -1,4 +1,4 @@
-"""A background replay step that writes its job only at its end (fixed by 248bfee, `shared.ops.replay_journal`):
+"""A background replay step that writes its job only at its end (fixed by 8d437f4, `shared.ops.replay_journal`):
 a step killed mid-step leaves the chunks it sent back or set aside counted by no one, caught in the `replay`
 family, whose killed steps (`sim.doors.replay_time.kill_steps`) reach it."""
 
@@ -14,7 +14,7 @@ from sim.mutants.base import Mutant, swap
 
 @contextmanager
 def _progress_at_step_end() -> Iterator[None]:
-    """248bfee reverted: a step writes nothing before each group of chunks (no counts so far, no group in hand), so
+    """8d437f4 reverted: a step writes nothing before each group of chunks (no counts so far, no group in hand), so
     its job's progress is written once, at the step's end; a step killed before then took chunks that the next
     step, finding no group in hand, does not count."""
 
@@ -25,7 +25,7 @@ def _progress_at_step_end() -> Iterator[None]:
 
 
 MUTANTS = [
-    Mutant("step-progress-at-its-end", "248bfee", "a background replay step writes its job's progress only at its "
+    Mutant("step-progress-at-its-end", "8d437f4", "a background replay step writes its job's progress only at its "
            "end: a step killed mid-step loses the count of the chunks it took", _progress_at_step_end,
            family="replay", expect=LOST,
            invariant="a background replay job's progress counts every chunk it took (`sim.doors.replay_time`)"),
