@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import lru_cache
 from urllib.parse import parse_qs, unquote, urlparse
 
 from sim.storage.account import Reply
@@ -55,11 +56,17 @@ def spent(operation: str, url: str, reply: Reply) -> None:
     paying = CALLER.get()
     if paying is None:
         return
-    parsed = urlparse(url)
-    parts = [unquote(p) for p in parsed.path.split("/") if p]
-    container = parts[1] if len(parts) > 1 else ""  # parts[0] is the account
+    container, prefix = _where(url)
     if operation != "ListBlobs":
         paying.requests.append(Request(operation, container))
         return
-    prefix = parse_qs(parsed.query).get("prefix", [""])[0]
     paying.requests.append(Request(operation, container, prefix, reply.body.count(b"<Blob>")))
+
+
+@lru_cache(maxsize=4096)
+def _where(url: str) -> tuple[str, str]:
+    """The container (or queue) a request names, and its listing prefix (a pure function of the URL, kept)."""
+    parsed = urlparse(url)
+    parts = [unquote(p) for p in parsed.path.split("/") if p]
+    container = parts[1] if len(parts) > 1 else ""  # parts[0] is the account
+    return container, parse_qs(parsed.query).get("prefix", [""])[0]

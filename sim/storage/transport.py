@@ -26,6 +26,7 @@ import asyncio
 import random
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -47,13 +48,8 @@ class StorageServer(QueueOps, BlobOps):
 
     def handle(self, method: str, url: str, headers: CaseInsensitiveDict, body: bytes) -> tuple[str, Reply]:
         """The operation's name (for faults and counting) and its answer."""
-        parsed = urlparse(url)
-        port = parsed.port
-        parts = [unquote(p) for p in parsed.path.split("/")[1:]]
-        if parts and parts[0] == ACCOUNT:
-            parts = parts[1:]
-        parts = [p for p in parts if p != ""] if len(parts) <= 1 else parts
-        query = {k: v[0] for k, v in parse_qs(parsed.query, keep_blank_values=True).items()}
+        port, named, asked = _route(url)
+        parts, query = list(named), dict(asked)
         if port == QUEUE_PORT:
             operation, reply = self._queue_op(method, parts, query, headers, body)
             if operation in READS and reply.status < 300 and self.observe is not None:
@@ -203,6 +199,20 @@ def _body(request: Any) -> bytes:
     return b""
 
 
+@lru_cache(maxsize=4096)
+def _route(url: str) -> tuple[int | None, tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """A request's port, path parts after the account, and query (first values), as `StorageServer.handle`
+    reads them (a pure function of the URL, kept: the SDK sends the same URLs again and again)."""
+    parsed = urlparse(url)
+    parts = [unquote(p) for p in parsed.path.split("/")[1:]]
+    if parts and parts[0] == ACCOUNT:
+        parts = parts[1:]
+    parts = [p for p in parts if p != ""] if len(parts) <= 1 else parts
+    query = {k: v[0] for k, v in parse_qs(parsed.query, keep_blank_values=True).items()}
+    return parsed.port, tuple(parts), tuple(query.items())
+
+
+@lru_cache(maxsize=4096)
 def _operation_name(method: str, url: str) -> str:
     """What a fault span's `op` is matched against (as a prefix): "queue DELETE work-0", "blob PUT results/..." (the
     kind, the method, and the queue or the container and blob the request names: "queue DELETE" is every queue's
