@@ -17,6 +17,7 @@ import random
 import sys
 import time
 import uuid
+from asyncio import _get_running_loop as _running_loop
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone, tzinfo
@@ -34,9 +35,7 @@ _RealRandom = random.Random
 
 
 def _sim_loop() -> SimLoop | None:
-    import asyncio
-
-    loop = asyncio._get_running_loop()
+    loop = _running_loop()
     return loop if isinstance(loop, SimLoop) else None
 
 

@@ -77,6 +77,7 @@ class Looks:
         self.world = world
         scenario, settings = world.scenario, world.settings
         self.partitions = settings.partition_queues()
+        self.of: dict[str, str | None] = {}  # queue -> its partition (`partition`, kept: a pure function of the name)
         bound = settings.backoff_ceiling_ms / 1000 + settings.drain_budget_s + session_margin_s
         bound += scenario.bus_delay_s + LATENCY_SLACK_S
         if scenario.bus_lose or scenario.bus_spans or scenario.crashes or scenario.handler_hang:
@@ -132,7 +133,9 @@ class Looks:
         self.announced = still
 
     def partition(self, queue: str) -> str | None:
-        return next((p for p in self.partitions if lanes.parse(p, queue) is not None), None)
+        if queue not in self.of:
+            self.of[queue] = next((p for p in self.partitions if lanes.parse(p, queue) is not None), None)
+        return self.of[queue]
 
     def on_read(self, queue: str) -> None:
         p = self.partition(queue)
