@@ -155,7 +155,8 @@ class SimTransport(AsyncHttpTransport):  # type: ignore[type-arg]
         if not self.alive():
             raise asyncio.CancelledError  # its process is gone: nothing it sends arrives
         body = _body(request)
-        headers = CaseInsensitiveDict(dict(request.headers))
+        given = request.headers  # read, never changed, by the server: copied only if not case-insensitive already
+        headers = given if isinstance(given, CaseInsensitiveDict) else CaseInsensitiveDict(dict(given))
         probe = _operation_name(request.method, request.url)
         fault = self.weather.fault(probe)
         if fault == "timeout":
