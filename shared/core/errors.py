@@ -185,8 +185,8 @@ class NotRun(QueueDrainError):
 
 class SessionEnding(QueueDrainError):
     """Raised when a chunk's handler call would start after its drain session stopped starting calls (its budget
-    spent, or its lease's renewal failed): the chunk is put back for the next session, no attempt counted, its
-    handler not called."""
+    spent, or its lease's renewal failed), or when its async call was ended before the session's lease could lapse:
+    the chunk is put back for the next session, no attempt counted, none of its items given an outcome."""
 
 
 class PreconditionFailed(StorageError):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
 from datetime import datetime, timezone
 from typing import Any
@@ -65,6 +65,9 @@ class ChunkWork:
         self.limits: HandlerLimits | None = None  # the session's share of the app-wide handler limits
         self._ended_listing: asyncio.Future[None] | None = None
         self._pruning: set[asyncio.Future[int]] = set()  # old ended markers being deleted (held till done)
+        self._calls: set[asyncio.Task[Any]] = set()  # tasks awaiting an async handler call (`end_calls` ends them)
+        self._ending_calls: set[asyncio.Task[Any]] = set()  # those `end_calls` cancelled
+        self.sync_calls = 0  # sync handler calls awaited now: a thread cannot be ended, its call holds its place
 
     async def admission(self, header: ChunkHeader) -> Admission:
         verdict = await self._committed(header)
@@ -301,29 +304,70 @@ class ChunkWork:
         stops starting calls, whatever it still holds, and a session whose lease may have lapsed starts none
         beside the next holder's, whose handler limits no longer count its calls)."""
         while True:
-            if self.ending():
-                raise SessionEnding("the drain session starts no more handler calls")
+            self._not_ending()
             verdict = await self.lifecycle(header)
             if verdict is not Admission.PROCESS:
                 raise NotRun(verdict.value)
+            self._not_ending()  # again: the lifecycle's listing may have taken the session past its lease's renewal
             result = await self._run_handler(header, items, context)
             if result is not None:
                 return result
+
+    def _not_ending(self) -> None:
+        if self.ending():
+            raise SessionEnding("the drain session starts no more handler calls")
+
+    async def _endable(self, call: Awaitable[Any]) -> Any:
+        """An async handler's call, awaited in the chunk's own task (no task more: the loop's order stays as it
+        was), which `end_calls` can cancel while it awaits the call: then SessionEnding (none of its items has an
+        outcome; the chunk is handled again). A cancel from elsewhere (the function's end) stays a cancel."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._calls.add(task)
+        try:
+            return await call
+        except asyncio.CancelledError:
+            if self._ended_here(task):
+                raise SessionEnding("the handler call was ended: the session's lease may lapse") from None
+            raise
+        finally:
+            self._calls.discard(task)
+            self._ended_here(task)  # a call that returned all the same: its result stands, the cancel taken back
+
+    def _ended_here(self, task: asyncio.Task[Any]) -> bool:
+        """Whether `end_calls` cancelled `task` and nothing else did (its cancel is then taken back)."""
+        if task not in self._ending_calls:
+            return False
+        self._ending_calls.discard(task)
+        return task.uncancel() == 0
+
+    def end_calls(self) -> int:
+        """Cancel the async handler calls running, each where it awaits the handler; answers how many. A sync
+        handler's thread cannot be ended: its call runs on, holding its place in this session's claim, until it
+        returns (or the function's timeout ends the process)."""
+        for task in self._calls - self._ending_calls:
+            self._ending_calls.add(task)
+            task.cancel()
+        return len(self._calls)
 
     async def _run_handler(self, header: ChunkHeader, items: list[Any], context: ChunkContext) -> ChunkResult | None:
         """The handler's result; None if a sync handler's thread found the call must not start (judge again)."""
         handler = self.s.handler
         try:
             if is_async(handler):
-                raw = await handler(items, context)  # type: ignore[misc]
+                raw = await self._endable(handler(items, context))  # type: ignore[arg-type]
             else:
-                raw = await sync_calls.call(lambda: handler(items, context), lambda: self._still_runs(header))
+                self.sync_calls += 1
+                try:
+                    raw = await sync_calls.call(lambda: handler(items, context), lambda: self._still_runs(header))
+                finally:
+                    self.sync_calls -= 1
                 if raw is sync_calls.NOT_READY:
                     return None
                 if asyncio.iscoroutine(raw):
-                    raw = await raw
+                    raw = await self._endable(raw)
             return checked(raw, len(items))
-        except (asyncio.CancelledError, Overloaded):
+        except (asyncio.CancelledError, Overloaded, SessionEnding):
             raise  # overload: the drainer backs off (shared.engine.drainer), no item has an outcome
         except Exception as e:
             # A handler that raises fails every item of the chunk, retryably; the traceback is logged once here.

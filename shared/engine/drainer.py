@@ -202,10 +202,12 @@ class Drainer(ExpressPages):
         await self._limit(lease)
         # Scheduled alongside the first receive, not before it: a Service Bus round trip off the wake-up path.
         watchdog = asyncio.create_task(self.wakeups.schedule_watchdog(), name=f"watchdog {self.queue_name}/{self.slot}")
+        guard = asyncio.create_task(self._before_lapse(lease), name=f"lapse {self.queue_name}/{self.slot}")
         try:
             more = await self._drain(lease)
             await self._record_quiet()
         finally:
+            guard.cancel()
             if self.chunks.limits is not None:
                 await self.chunks.limits.release()
             await lease.release()
@@ -216,6 +218,19 @@ class Drainer(ExpressPages):
         await self.wakeups.cancel_watchdog()
         self._lease_lost = lease.lost.is_set()
         return more or self._lease_lost
+
+    async def _before_lapse(self, lease: DrainLease) -> None:
+        """Storage has not confirmed the lease for nearly its period: it may lapse, and the next holder's share of
+        the handler limits would not count this session's calls. Start no more, and end the async calls running
+        before it can (as the function's timeout would): their chunks are handled again, none of their items has
+        an outcome. A sync handler's thread cannot be ended: its call may outlast the lease (docs/settings.md,
+        HANDLER_MAX_IN_FLIGHT)."""
+        await lease.lapsing()
+        lease.lost.set()
+        ended = self.chunks.end_calls()
+        log.warning("drain lease %s/%d may lapse, not renewed for %.0f s: %d async handler call(s) ended, %d sync "
+                    "call(s) run on", self.queue_name, self.slot, lease.lease_s - lease.lapses_in(), ended,
+                    self.chunks.sync_calls)  # fmt: skip
 
     async def _drain(self, lease: DrainLease) -> bool:
         """Receivers start at one and grow (up to RECEIVERS) while pages come back full."""

@@ -20,6 +20,9 @@ log = logging.getLogger(__name__)
 RATE_KEY, RATE_AT_KEY = "rate", "rateat"  # lease blob metadata: messages/s, and when (epoch seconds)
 RENEW_RETRY_S = 1.0  # after a renewal storage could not answer
 RENEW_TIMEOUT_S = 3.0  # a renewal not answered by then is tried again
+# A holder that could not renew ends its handler calls this long before its lease may lapse for the others (the
+# cancelled calls' tasks need a few loop turns to let go of their places).
+LAPSE_MARGIN_S = 2.0
 
 
 class DrainLease:
@@ -34,6 +37,7 @@ class DrainLease:
         self.lost = asyncio.Event()
         self.released = False  # True once release succeeded: nobody holds the slot on our account
         self.expires_at = datetime.now(timezone.utc)  # when our lease runs out if nothing renews it
+        self._confirmed = time.monotonic()  # when the last acquire or renewal storage answered was sent
 
     async def acquire(self, on_renew: Callable[[], Awaitable[None]] | None = None) -> bool:
         """True if this drainer now holds the slot; False if someone else does."""
@@ -56,8 +60,24 @@ class DrainLease:
         return True
 
     async def _acquire(self, lease: BlobLeaseClient) -> None:
+        sent = time.monotonic()
         async with translated(f"acquire drain lease {self.queue}/{self.slot}"):
             await lease.acquire(lease_duration=self.lease_s)
+        self._confirmed = sent
+
+    def lapses_in(self) -> float:
+        """Seconds until the lease may lapse for the others, by this process's monotonic clock: its period after the
+        last acquire or renewal storage confirmed, counted from when that request was sent (storage counts from
+        when it served it, later: never sooner than this)."""
+        return self._confirmed + self.lease_s - time.monotonic()
+
+    async def lapsing(self, margin_s: float = LAPSE_MARGIN_S) -> None:
+        """Returns `margin_s` before the lease may lapse (waits while renewals keep moving that moment on)."""
+        while True:
+            left = self.lapses_in() - margin_s
+            if left <= 0:
+                return
+            await asyncio.sleep(left)
 
     async def _create_blob(self) -> None:
         try:
@@ -72,17 +92,19 @@ class DrainLease:
         while True:
             await asyncio.sleep(wait_s)
             try:
-                renewing_at = datetime.now(timezone.utc)
+                renewing_at, sent = datetime.now(timezone.utc), time.monotonic()
                 # Bounded: a renewal whose request hangs (the client's own timeouts and retries take longer than
                 # the lease has left) is tried again, not waited for while the lease lapses.
                 async with asyncio.timeout(RENEW_TIMEOUT_S), translated(f"renew drain lease {self.queue}/{self.slot}"):
                     await self._lease.renew()
                 self.expires_at = renewing_at + timedelta(seconds=self.lease_s)
+                self._confirmed = sent
                 wait_s = self.lease_s / 3
             except (StorageUnavailable, TimeoutError) as e:
                 # The session stops taking work, but its chunks in flight (a slow handler call) still count
                 # against the handler limits under this lease: keep it until release, not only until it lapses
-                # (the simulator found a second drainer's call beside one whose lease had lapsed under it).
+                # (the simulator found a second drainer's call beside one whose lease had lapsed under it). If
+                # storage stays down it lapses all the same: the session ends its calls before then (`lapsing`).
                 log.warning("drain lease %s/%d not renewed, trying again: %s", self.queue, self.slot, e or "timed out")
                 self.lost.set()
                 wait_s = RENEW_RETRY_S
