@@ -18,8 +18,8 @@ from sim.pool import ordered
 from sim.scenario import FAMILIES
 from sim.world import run
 
-# `all` runs SEEDS / this many seeds of these families (a volume seed takes ~10 s, a history seed ~3 s of CPU, a
-# flood seed ~2.3 s)
+# `all` runs SEEDS / this many seeds of these families (the costliest seeds: volume's many items, history's and
+# flood's many requests; seeds per CPU second in RELIABILITY.md)
 SHARE = {"volume": 50, "history": 5, "flood": 5}
 
 
