@@ -14,8 +14,7 @@ from typing import Any
 from shared.ops import replay, replay_jobs
 from shared.store import poison_index
 from shared.store.storage import read_json, write_json
-from tests.app.conftest import RecordingPublisher
-from tests.app.parked import finish, parked
+from tests.app.parked import finish, parked, parking
 
 
 async def parked_ids(services: Any) -> set[str]:
@@ -35,10 +34,7 @@ async def lapse_claim(services: Any, job_id: str) -> None:
 
 
 async def test_a_replay_step_killed_after_sending_a_chunk_back_leaves_it_counted(configure, monkeypatch):
-    services = configure(
-        publisher=RecordingPublisher(), HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1",
-        CHUNK_MAX_ITEMS="10",
-    )  # fmt: skip
+    services = parking(configure)
     batch_id = await parked(services)  # r-7, r-17 and r-27 parked, one chunk held: still processing
     before = await parked_ids(services)
     assert len(before) == 3
@@ -74,10 +70,7 @@ async def test_a_replay_step_killed_after_sending_a_chunk_back_leaves_it_counted
 
 
 async def test_a_step_that_outlived_its_claim_adds_only_what_the_next_step_did_not_count_for_it(configure, monkeypatch):
-    services = configure(
-        publisher=RecordingPublisher(), HANDLER="tests.app.handlers:fail_sevens", MAX_DEQUEUE_COUNT="1",
-        CHUNK_MAX_ITEMS="10",
-    )  # fmt: skip
+    services = parking(configure)
     batch_id = await parked(services)
     job = await replay_jobs.start(services, batch_id=batch_id)
 
