@@ -21,6 +21,7 @@ from sim.host import FUNCTION_TIMEOUT_S, INSTANCE, Instance, SimSyncHandler
 log = logging.getLogger(__name__)
 
 SESSION_MARGIN_S = 60.0  # a drain session may run past DRAIN_BUDGET_S by finishing its chunks
+OVERRUN = "budget + margin"  # the words of a session past DRAIN_BUDGET_S + SESSION_MARGIN_S
 
 # The world (`sim.world.World`) is passed in, not imported: it imports this module.
 World = Any
@@ -96,7 +97,7 @@ class Sessions:
         )
         if took_s > bound and not waited:
             world.violate(
-                f"{event.reason.value} session on {instance.name} took {took_s:.0f} s (budget + margin {bound:.0f} s)"
+                f"{event.reason.value} session on {instance.name} took {took_s:.0f} s ({OVERRUN} {bound:.0f} s)"
             )
 
     def offload(self, executor: Executor | None, func: Callable[..., Any]) -> asyncio.Future[Any] | None:
