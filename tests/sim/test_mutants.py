@@ -76,7 +76,7 @@ CAUGHT = [
     ("replay-unbounded-in-time", 9),  # replay: a synchronous replay takes no chunk after 60 s (issue 26 item 2)
     ("steps-sized-by-rate", 29),  # replay: a replay step ends within the drain budget (issue 26 item 10)
     ("stale-copies-kept", 18),  # replay: no stale parked copy left after a replay of everything (issue 26 item 15)
-    ("step-progress-at-its-end", 2),  # replay: a job's progress counts every chunk a killed step took (issue 37)
+    ("step-progress-at-its-end", 28),  # replay: a job's progress counts every chunk a killed step took (issue 37)
     ("arm-storage-failure-left-to-timer", 110),  # storage, doorbells lost: a look after a 202 (issue 37)
     ("look-named-late-kept", 889),  # storage, doorbells lost: a look after a 202 (issue 37)
     ("calls-outlive-the-lease", 101),  # limits, storage down 16 s: handler calls in flight within the limit
