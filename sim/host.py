@@ -224,7 +224,7 @@ class Instance:
 
     def __init__(self, world: World, name: str, skew_s: float) -> None:
         self.world, self.name, self.skew_s = world, name, skew_s
-        self.tasks: set[asyncio.Task[Any]] = set()
+        self.tasks: dict[asyncio.Task[Any], None] = {}  # its tasks not done, in the order made (`World.pending`)
         self.alive = False
         self.incarnation = 0
         self.services: Services | None = None

@@ -78,7 +78,9 @@ class World:
         self.answers: dict[str, list[int]] = {}  # batch id -> HTTP statuses its submits answered
         self.refused: set[str] = set()
         self.held: dict[str, dict[str, tuple[str, str, int]]] = {}  # instance -> message id -> (batch, attempt, chunk)
-        self.world_tasks: set[asyncio.Task[Any]] = set()
+        # The world's own tasks, in the order they were made (a dict, not a set: a set's order follows the tasks'
+        # addresses, which depend on what the process ran before this seed)
+        self.world_tasks: dict[asyncio.Task[Any], None] = {}
         self.labels: dict[str, Submit] = {}  # batch id -> the submit that made it
         self.accepted_items = 0
         self.hangs: list[tuple[str, float]] = []  # (instance, when) of each handler call that hangs
@@ -100,9 +102,17 @@ class World:
         task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, context=context)
         owner = context.get(INSTANCE) if context is not None else INSTANCE.get()
         owned = owner.tasks if owner is not None else self.world_tasks
-        owned.add(task)
-        task.add_done_callback(owned.discard)
+        owned[task] = None
+        task.add_done_callback(lambda done: owned.pop(done, None))
         return task
+
+    def pending(self) -> list[asyncio.Task[Any]]:
+        """The tasks not done yet, the world's then each instance's, each in the order they were made (a task made
+        past the task factory, if any, last)."""
+        tasks = [*self.world_tasks, *(t for instance in self.instances for t in instance.tasks)]
+        known = set(tasks)
+        tasks += [t for t in asyncio.all_tasks(self.loop) if t not in known]
+        return [t for t in tasks if not t.done()]
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         context = contextvars.Context()
@@ -219,7 +229,7 @@ def _run(seed: int, scenario: Scenario, seen: list[World] | None) -> Outcome:
         except Violation as e:
             world.violate(str(e))
         finally:
-            _shutdown(world.loop)
+            _shutdown(world)
             asyncio.set_event_loop(None)
     accepted = sum(1 for a in world.answers.values() if 202 in a)
     return Outcome(seed, scenario, world.violations, world.trace, world.loop.time(), accepted,
@@ -234,9 +244,12 @@ async def _bounded(main: asyncio.Task[None], world: World) -> None:
         world.violate(f"the run did not end within {limit:.0f} virtual s")
 
 
-def _shutdown(loop: SimLoop) -> None:
+def _shutdown(world: World) -> None:
+    """Cancel what is left, in the order it was made (`World.pending`; `asyncio.all_tasks` is a weak set, whose
+    order follows addresses), then close the loop."""
+    loop = world.loop
     for _ in range(5):
-        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        pending = world.pending()
         if not pending:
             break
         for task in pending:
