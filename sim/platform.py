@@ -35,6 +35,11 @@ FEATURES = (
     "replayed",  # a replay put parked chunks back
     "replay-past-limit",  # a synchronous replay met more parked chunks than its limit (set aside, left parked)
     "replay-unnamed",  # a replay whose body names nothing (empty, {}, a null, options only) answered 400
+    "second-park",  # a parked chunk was parked a second time, as a redelivery past the limit would (`second_parks`)
+    # a replay of everything answered `more: false` having begun with a stale second copy parked (`second_parks`)
+    "stale-copy",
+    # a replay took parked chunks while the poison index answered seconds late (`sim.doors.replay_time`)
+    "slow-replay",
     # a malformed request (an integer of 4,301 digits, a replay naming no id) answered (`sim.doors.malformed`)
     "malformed",
     "notice",  # the receiver processed a completion notice

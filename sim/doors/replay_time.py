@@ -101,6 +101,12 @@ def check(world: World, body: bytes, began: float, answered: bool) -> None:
         )
 
 
+def slowed(world: World, began: float) -> bool:
+    """Whether a replay that began at `began` met the slow backlog's late poison index (`slow_backlog`)."""
+    spans = world.scenario.storage_spans
+    return any(s.kind == "slow" and s.op in SLOW_OPS and s.start_s <= began <= s.end_s for s in spans)
+
+
 def claimed_at(world: World) -> list[float]:
     """When each chunk was taken (virtual s): each record's last replay claim, each set-aside chunk."""
     out = []
@@ -138,6 +144,8 @@ async def job(world: World, parked: Any) -> None:
         world.features.add("replayed")
     gone = len(before - set(parked(world)))
     counted = int(view.get("replayed", 0)) + int(view.get("set_aside", 0)) + int(view.get("skipped", 0))
+    if counted and slowed(world, began):
+        world.features.add("slow-replay")
     world.note(f"replay job {job_id[:8]} done: {gone} parked chunk(s) gone, {view}"[:300])
     if gone > counted:
         world.violate(

@@ -106,6 +106,8 @@ async def once(world: World, call: ReplayCall, body: bytes | None) -> dict[str, 
     replay_rings.watch(world, began, answer)
     if answer.get("replayed"):
         world.features.add("replayed")
+    if (answer.get("replayed") or answer.get("set_aside")) and replay_time.slowed(world, began):
+        world.features.add("slow-replay")  # it took parked chunks while the poison index answered late
     if answer.get("set_aside", 0) + len(answer.get("skipped", [])) + answer.get("replayed", 0) > answer["limit"]:
         world.features.add("replay-past-limit")  # it met more parked chunks than its limit (issue 36 item 5)
     return answer | {"took_s": world.now_s() - began}

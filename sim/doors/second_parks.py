@@ -71,6 +71,7 @@ async def park_again(world: World, at_s: float) -> None:
         world.note(f"second park of a chunk of batch {str(entry.batch_id)[:8]} failed: {type(e).__name__}")
         return
     world.note(f"chunk of batch {str(entry.batch_id)[:8]} parked a second time: {sent.id}")
+    world.features.add("second-park")
     COPIES[world] = str(sent.id), str(entry.batch_id)
 
 
@@ -131,6 +132,8 @@ def stale(world: World) -> dict[str, str]:
 
 def left(world: World, body: bytes, before: dict[str, str]) -> None:
     """After a replay of everything answered `more: false`: the copies stale when it began are gone."""
+    if before:
+        world.features.add("stale-copy")  # the promise had a stale copy to keep
     still = sorted({before[m][:8] for m in entries_of(world) if m in before and open_batch(world, before[m])})
     if still:
         world.violate(
