@@ -85,7 +85,8 @@ class Drainer(ExpressPages):
             services, queue, self.order, clock, committed=self._committed, woke=self._woke, mid_drain=self._mid_drain
         )
         self._lease: DrainLease | None = None  # while a session's receivers run
-        self._receivers: set[asyncio.Task[str]] = set()  # receive loops and express pages
+        # Receive loops and express pages, in the order started (a set's order would follow their addresses)
+        self._receivers: dict[asyncio.Task[str], None] = {}
         self._loops = 0  # receive loops running
         self.quiet: dict[str, str] = {}  # the partition's quiet record, as this session read it
         self._quiet_read: tuple[dict[str, str], str | None] = ({}, None)  # and its ETag
@@ -236,7 +237,7 @@ class Drainer(ExpressPages):
         """Receivers start at one and grow (up to RECEIVERS) while pages come back full."""
         high_burst = self.order.high_burst * self.settings.receive_batch
         self._slots = FairSlots(self.settings.chunk_concurrency, self.queue_name, high_burst=high_burst)
-        self._receivers = set()
+        self._receivers = {}
         if not self.lanes.recently_listed():  # not again right after the look that found work
             await self.lanes.list_once()
         self._quiet_read = await lane_queues.read_quiet_versioned(self.state, self.queue_name)
@@ -249,9 +250,9 @@ class Drainer(ExpressPages):
         more = False
         try:
             while self._receivers:
-                done, _ = await asyncio.wait(self._receivers, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(list(self._receivers), return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
-                    self._receivers.discard(task)
+                    self._receivers.pop(task, None)
                     ending = task.result()
                     more = more or ending != "empty"
                     if ending == "failed":
@@ -281,7 +282,7 @@ class Drainer(ExpressPages):
     def _spawn_receiver(self, lease: DrainLease) -> None:
         self._loops += 1
         name = f"receiver {self.queue_name}/{self.slot}/{self._loops}"
-        self._receivers.add(asyncio.create_task(self._counted_loop(lease), name=name))
+        self._receivers[asyncio.create_task(self._counted_loop(lease), name=name)] = None
 
     async def _counted_loop(self, lease: DrainLease) -> str:
         """A receive loop, counted while it runs: receivers grow up to RECEIVERS loops, whatever express pages (in

@@ -29,7 +29,7 @@ class ExpressPages(HeldMessages):
     slot: int
     order: LaneOrder
     _lease: DrainLease | None
-    _receivers: set[asyncio.Task[str]]
+    _receivers: dict[asyncio.Task[str], None]  # in the order started
     _express_open: dict[str, object]  # lanes with a page being received or waiting for places: its token
     _express_again: set[str]  # lanes a listing found marked again while their page was open
     _express_reserved: int  # room express pages started and not yet received hold
@@ -69,7 +69,7 @@ class ExpressPages(HeldMessages):
         token = self._express_open[lane] = object()
         self._express_reserved += room
         task = asyncio.create_task(self._express(lease, lane, room, token), name=f"express {lane}/{self.slot}")
-        self._receivers.add(task)
+        self._receivers[task] = None
 
     def _express_placed(self, lane: str, token: object) -> None:
         """The express page `token` of `lane` has its chunks placed (or ended): the lane's next may start, and does

@@ -345,7 +345,8 @@ async def store(services: Services, outgoing: Sequence[Outgoing]) -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    errors = [t.exception() for t in done if not t.cancelled() and t.exception() is not None]
+    # in the order of `tasks`: `done` is a set, whose order follows the tasks' addresses
+    errors = [t.exception() for t in tasks if t in done and not t.cancelled() and t.exception() is not None]
     if errors:
         raise errors[0]  # type: ignore[misc]
 

@@ -94,7 +94,7 @@ def _express_unbounded() -> Iterator[None]:
                 token = self._express_open[lane] = object()
                 self._express_reserved += self.settings.receive_batch  # given back as the page is received
                 task = asyncio.create_task(self._express(lease, lane, self.settings.receive_batch, token))
-                self._receivers.add(task)
+                self._receivers[task] = None
 
     yield from swap(Drainer, "_woke", woke)
 
@@ -108,7 +108,7 @@ def _express_outlives_session() -> Iterator[None]:
     async def drain(self: Drainer, lease: DrainLease) -> bool:
         high_burst = self.order.high_burst * self.settings.receive_batch
         self._slots = FairSlots(self.settings.chunk_concurrency, self.queue_name, high_burst=high_burst)
-        self._receivers = set()
+        self._receivers = {}
         if not self.lanes.recently_listed():
             await self.lanes.list_once()
         self._quiet_read = await lane_queues.read_quiet_versioned(self.state, self.queue_name)
@@ -120,9 +120,9 @@ def _express_outlives_session() -> Iterator[None]:
         more = False
         try:
             while self._receivers:
-                done, _ = await asyncio.wait(self._receivers, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(list(self._receivers), return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
-                    self._receivers.discard(task)
+                    self._receivers.pop(task, None)
                     ending = task.result()
                     more = more or ending != "empty"
                     self._storage_failed = self._storage_failed or ending == "failed"
