@@ -5,8 +5,10 @@ iterator yields from what it has been given so far (the mutant runner stops a ro
 and the work begun beyond what the caller takes is at most what the workers ran meanwhile. Stopping early (a break,
 an error) terminates the workers. With one job everything runs in this process, as before.
 
-A seed's run depends only on its seed (`sim.world.run`: a fresh world and event loop each time), and a forked
-worker inherits this process's hash seed (PYTHONHASHSEED) and logging, so its schedule is this process's.
+A seed's run depends only on its seed (`sim.world.run`: a fresh world and event loop each time, the garbage
+collector off during it, tasks kept and cancelled in the order they were made, never in a set's order, which follows
+addresses: `tests/sim/test_alone.py`), and a forked worker inherits this process's hash seed (PYTHONHASHSEED) and
+logging, so its schedule is this process's.
 `work` and the tasks and results cross a pipe: module-level functions and small picklable values."""
 
 from __future__ import annotations
