@@ -195,7 +195,7 @@ class ChunkWork:
             items, positions = await self._load_items(msg)
             placed = tuple(await self._batch_positions(header, positions))
             context = ChunkContext(header.batch_id, header.chunk, attempt, self.settings, placed)
-            async with self.limits.admit(len(items)) if self.limits is not None else nullcontext():
+            async with self.limits.admit(len(items), self.ending) if self.limits is not None else nullcontext():
                 result = await self._judged_call(header, items, context)
             settlement = settle(
                 batch_id=header.batch_id,

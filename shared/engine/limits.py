@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from azure.storage.blob.aio import ContainerClient
 
-from shared.core.errors import PreconditionFailed, ResourceConflict, ResourceMissing, StorageError
+from shared.core.errors import PreconditionFailed, ResourceConflict, ResourceMissing, SessionEnding, StorageError
 from shared.core.settings import Settings
 from shared.store.storage import read_json, translated, write_json
 
@@ -282,8 +282,11 @@ class HandlerLimits:
         return max(1, min(most, self._pacer.ahead(rate, visibility_s / 2, items_per_chunk)))
 
     @asynccontextmanager
-    async def admit(self, items: int) -> AsyncIterator[None]:
-        """Hold one of this drainer's in-flight places and a start within its pace for a chunk of `items`."""
+    async def admit(self, items: int, ending: Callable[[], bool] | None = None) -> AsyncIterator[None]:
+        """Hold one of this drainer's in-flight places and a start within its pace for a chunk of `items`. Raises
+        SessionEnding instead of waiting once `ending()` says the session starts no more calls: a chunk received
+        before its drainer's claim went to a drainer ranking first would otherwise wait for that drainer's
+        sessions to end, one after another, past its own session's budget (`limits` seed 15 of the simulation)."""
         if not self.active:
             yield
             return
@@ -294,6 +297,8 @@ class HandlerLimits:
                 if (capacity is None or self._busy < capacity) and (rate is None or rate > 0):
                     self._busy += 1
                     break
+                if ending is not None and ending():
+                    raise SessionEnding("the drain session ends while its chunk waits for a share of the limits")
                 # Until a place comes free or the claim changes (counted again every REFRESH_S).
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), refresh_s(self._drainers))

@@ -7,7 +7,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from shared.core import layout
+from shared.core.errors import SessionEnding
 from shared.engine import limits
 from shared.engine.limits import HandlerLimits
 from shared.store.leases import DrainLease
@@ -68,3 +71,37 @@ async def test_a_count_that_gives_a_place_up_admits_no_chunk_into_it_while_it_wr
     finally:
         await early.release()
         await late.release()
+
+
+async def test_a_chunk_waiting_for_a_share_gives_up_once_its_session_ends(configure):
+    """A chunk received before its drainer's claim went to a drainer ranking first waits for a place; once its
+    session starts no more calls (its budget spent) it gives up (SessionEnding: the message goes back for the next
+    session) instead of waiting for the other drainer's sessions to end (the simulator's `limits` seed 15: a
+    session 23 s past its budget and margin while the first partition's drainers followed one another)."""
+    services = configure()
+    state = await services.storage.ensure_container(services.settings.state_container)
+    queue = services.settings.work_queue
+    first, second = DrainLease(state, queue, 0, lease_s=60), DrainLease(state, queue, 1, lease_s=60)
+    assert await first.acquire()
+    assert await second.acquire()
+    holder = HandlerLimits(state, layout.lease_blob(queue, 0), items_per_s=None, in_flight=1, clock=lambda: 0.0)
+    waiter = HandlerLimits(state, layout.lease_blob(queue, 1), items_per_s=None, in_flight=1, clock=lambda: 0.0)
+    ending = asyncio.Event()
+    try:
+        await holder.count()
+        await waiter.count()
+        assert (holder.capacity, waiter.capacity) == (1, 0)
+
+        async def a_chunk() -> None:
+            async with waiter.admit(3, ending.is_set):
+                raise AssertionError("admitted with no share of HANDLER_MAX_IN_FLIGHT")
+
+        chunk = asyncio.create_task(a_chunk())
+        await asyncio.sleep(0)  # it waits for a place (the claim holds none)
+        assert not chunk.done()
+        ending.set()  # the session's budget is spent
+        with pytest.raises(SessionEnding):
+            await asyncio.wait_for(chunk, timeout=30)  # a guard: it wakes within REFRESH_S of the budget's end
+    finally:
+        await first.release()
+        await second.release()
