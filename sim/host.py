@@ -42,6 +42,7 @@ FUNCTION_TIMEOUT_S = 300.0  # host.json functionTimeout
 
 
 RESULTS = "results"  # the results container (a fault span may aim at it: `sim.families.aim_at_results`)
+STATE = "state"  # the state container (leases, the handler limits' allocation: `sim.claim_churn` aims at it)
 
 
 def environment(scenario: Scenario) -> dict[str, str]:
@@ -53,7 +54,7 @@ def environment(scenario: Scenario) -> dict[str, str]:
         "WORK_QUEUE": "work",
         "BATCHES_CONTAINER": "batches",
         "RESULTS_CONTAINER": RESULTS,
-        "STATE_CONTAINER": "state",
+        "STATE_CONTAINER": STATE,
         "HANDLER": "shared.handlers.noop:handle",
     }
     env.update(scenario.settings)

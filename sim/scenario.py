@@ -15,7 +15,8 @@ MODES = ("ok", "ok", "ok", "ok", "ok", "t1", "t2", "perm")
 # Scenario families: `random` spreads faults over the run; `submit` aims crashes, storage faults and Service
 # Bus outages at each submit's write path (chunks stored, commit, index, doorbell), every submit keyed and
 # retried as a client would, and in a third of its seeds each doorbell follows a forged copy naming another
-# attempt (`sim.bus.Broker._forge`); `limits` sets HANDLER_MAX_IN_FLIGHT=1 with handler calls that hang.
+# attempt (`sim.bus.Broker._forge`); `limits` sets HANDLER_MAX_IN_FLIGHT=1 with handler calls that hang (in half its
+# seeds, drainers joining and leaving while each runs several chunks at once: `sim.claim_churn`).
 # `volume` is a run without faults at the default chunk size, a few thousand items: its storage transactions
 # per 1,000 items are held to the documented figure (BENCHMARKS.md section 1).
 # `priority` (no faults) has a drainer with several receivers work through high backlogs of three tenants while

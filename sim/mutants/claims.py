@@ -43,11 +43,6 @@ def _claim_lowered_after_write() -> Iterator[None]:
 MUTANTS = [
     Mutant("claim-lowered-after-write", "612b9cc (found here)", "a count lowers its drainer's claim only once the "
            "write answers: a chunk admitted meanwhile runs in the room the write gives another drainer",
-           _claim_lowered_after_write, family="platform", expect="handler calls in flight", seeds=300,
-           invariant="handler calls in flight never above `HANDLER_MAX_IN_FLIGHT`",
-           why="the window is one allocation write of a count that lowers the claim, with a second chunk of the same "
-               "session admitted inside it and another drainer counting before that chunk ends; `platform` seed 206 "
-               "met it on 719e0a8 (1 seed in 500), today's schedules miss it (300 `platform` and 100 `limits` seeds). "
-               "tests/app/test_limit_claims.py holds that interleaving on real storage. Plan: a `limits` scenario "
-               "whose drainers join and leave while each runs several chunks at once"),
+           _claim_lowered_after_write, family="limits", expect="handler calls in flight", seeds=100,
+           invariant="handler calls in flight never above `HANDLER_MAX_IN_FLIGHT`"),
 ]  # fmt: skip

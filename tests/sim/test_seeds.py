@@ -19,7 +19,8 @@ VOLUME_SEEDS = [*range(0, 4), 26]
 # Faults aimed at each submit's writes (sim.scenario, family "submit"). 39, 96, 116 and 152 each end a submit between
 # its commit and its index write (the drainer that admits the batch indexes it); 81 was reported with 96.
 SUBMIT_SEEDS = [*range(0, 20), 39, 81, 96, 116, 152]
-LIMITS_SEEDS = [*range(0, 10), 23]  # HANDLER_MAX_IN_FLIGHT=1 with hanging calls; 23 catches a lapsed lease
+# HANDLER_MAX_IN_FLIGHT=1 (or 2) with hanging calls, half of them drainers joining and leaving (sim.claim_churn).
+LIMITS_SEEDS = [*range(0, 10), 23]
 STORAGE_SEEDS = range(0, 10)  # storage faults only: the look bound without the fallback timer
 PRIORITY_SEEDS = range(0, 4)  # high backlogs, normal batches mid-drain: HIGH_BURST for chunk starts
 # Seeds of each set left to `make test` (make test-fast stays under a minute): those whose run takes seconds, none of
@@ -58,7 +59,7 @@ def test_a_submit_hit_in_its_writes_is_either_accepted_and_counted_or_refused(se
 def test_handler_limits_hold_while_handler_calls_hang(seed: int) -> None:
     outcome = run(seed, family="limits")
     assert outcome.ok, outcome.report()
-    assert outcome.scenario.settings["HANDLER_MAX_IN_FLIGHT"] == "1"
+    assert outcome.scenario.settings["HANDLER_MAX_IN_FLIGHT"] in ("1", "2")  # 2 in some churn seeds (sim.claim_churn)
 
 
 @pytest.mark.parametrize("seed", seeds("storage", STORAGE_SEEDS))
