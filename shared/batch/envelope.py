@@ -43,6 +43,10 @@ class ChunkHeader:
     not_before_ms: int | None = None  # epoch ms before which it is not run
     max_failed: float | None = None  # the batch's max_failed_fraction
     start: int | None = None  # the position in its batch of the chunk's first item (None: enqueued before it was sent)
+    # The dequeue count of the delivery that rewrote the message to this text (0: as it was sent). A delivery whose
+    # dequeue count is past this one's next follows a delivery that left the text as it was: it may have recorded
+    # the chunk's lineage and lost its update or delete (`shared.engine.chunks.ChunkWork.recorded`).
+    delivered: int = 0
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {"v": VERSION, "b": self.batch_id, "a": self.attempt, "c": self.chunk, "g": self.gen}
@@ -57,6 +61,7 @@ class ChunkHeader:
             ("n", self.not_before_ms),
             ("f", self.max_failed),
             ("o", self.start),
+            ("d", self.delivered or None),
         ):
             if value is not None:
                 out[key] = value
@@ -157,9 +162,11 @@ def _decode_header(doc: dict[str, Any]) -> ChunkHeader:
         raise MalformedEnvelope('"x" and "n" must be epoch milliseconds')
     if max_failed is not None and (not isinstance(max_failed, int | float) or isinstance(max_failed, bool)):
         raise MalformedEnvelope('"f" must be a number')
-    start = doc.get("o")
+    start, delivered = doc.get("o"), doc.get("d", 0)
     if start is not None and not _count(start):
         raise MalformedEnvelope('"o" must be a position')
+    if not _count(delivered):
+        raise MalformedEnvelope('"d" must be a dequeue count')
     return ChunkHeader(
         batch_id,
         attempt,
@@ -172,6 +179,7 @@ def _decode_header(doc: dict[str, Any]) -> ChunkHeader:
         not_before_ms,
         float(max_failed) if max_failed is not None else None,
         start,
+        delivered,
     )
 
 

@@ -38,7 +38,7 @@ from shared.handlers import ChunkContext, ChunkResult, ItemOutcome, checked, is_
 from shared.services import Services
 from shared.store import batch_index, ended
 from shared.store.received import Received, epoch_ms, utcnow
-from shared.store.result_store import list_entries, unsettled
+from shared.store.result_store import left_unsettled, list_entries, unsettled
 from shared.store.storage import read_bytes, read_json
 from shared.telemetry import metrics, tracing
 
@@ -210,6 +210,22 @@ class ChunkWork:
             )
             self._observe(span, len(items), settlement)
         return msg, items, positions, settlement
+
+    async def recorded(self, item: Received, msg: ChunkMessage) -> list[int] | None:
+        """For a delivery that follows one which left the message's text as it was (`ChunkHeader.delivered`): if
+        that delivery recorded the chunk's lineage (its update or delete was lost), the positions its record left
+        retrying, which this delivery carries on without calling the handler (an outcome once recorded never
+        changes: a failure parked is not run again and recorded as a success, nor a value replaced); None
+        otherwise. One listing of the batch's results, for such deliveries only, and a read of the record."""
+        header = msg.header
+        if item.dequeued <= header.delivered + 1:
+            return None
+        first = min(header.positions, default=0) if header.positions is not None else 0
+        container = self.s.storage.container(self.settings.results_container)
+        try:
+            return await left_unsettled(container, header.batch_id, (header.chunk, header.gen, first), header.positions)
+        except ResourceMissing:  # no results container yet: nothing recorded
+            return None
 
     async def discard(self, item: Received, msg: ChunkMessage, verdict: Admission) -> ResultRecord | None:
         """The record of a chunk of an ended or expired batch, its items discarded unrun (a claim-check chunk's

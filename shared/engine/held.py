@@ -114,6 +114,11 @@ class HeldMessages:
         if verdict in (Admission.CANCELLED, Admission.EXPIRED):
             await self._discard(item, msg, verdict)
             return None
+        left = await self.chunks.recorded(item, msg)
+        if left is not None:  # a delivery recorded it, then lost its update or delete: finish that settlement
+            attempt = max(1, item.dequeued - msg.header.skips)
+            await self.settler.finish(item, msg, left, attempt)
+            return None
         lane = item.queue.queue_name
         if self.pause.active(lane, self.clock()):  # received before the back-off began: do not call downstream
             await self._overloaded(item, msg, None, started=self.clock())

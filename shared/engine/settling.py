@@ -81,19 +81,7 @@ class Settler:
         self.report.items_failed += len(record.failed)
         ACTIVITY.settled(len(record.ok), len(record.failed))
         if s.retry:
-            delay_ms = retry_delay_ms(
-                record.attempt,
-                base_ms=self.settings.retry_base_delay_ms,
-                max_ms=self.settings.retry_max_delay_ms,
-                jitter=self.settings.retry_jitter,
-                u=self._random.random(),
-            )
-            text = await self._carry_on(msg, envelope.retry_header(header, s.retry), by_position)
-            # Visibility is whole seconds: the wake-up must not come before the message is visible again.
-            visible_s = math.ceil(delay_ms / 1000)
-            if await self.update(item, text, visible_s):
-                await self.wakeups.wake_at(item.visible_at_ms)
-            self.report.items_retried += len(s.retry)
+            delay_ms = await self._retry(item, msg, s.retry, by_position, record.attempt)
             log.info(
                 "chunk %d of batch %s: %d ok, %d poisoned, %d retried in %d ms (attempt %d)",
                 header.chunk, header.batch_id, len(record.ok), len(record.failed), len(s.retry), delay_ms,
@@ -102,6 +90,42 @@ class Settler:
         else:
             await self.delete(item)
             self.report.chunks_done += 1
+
+    async def finish(self, item: Received, msg: ChunkMessage, left: list[int], attempt: int) -> None:
+        """A delivery of a chunk whose lineage an earlier delivery recorded, its update or delete lost: that
+        settlement finished, no handler called (an outcome once recorded never changes): the items its record left
+        retrying carried on as its retry would have, or the message deleted when it left none."""
+        if not left:
+            await self.delete(item)
+            self.report.chunks_done += 1
+            return
+        by_position = dict(zip(msg.positions(len(msg.items)), msg.items, strict=True)) if msg.items is not None else {}
+        delay_ms = await self._retry(item, msg, left, by_position, attempt)
+        log.info(
+            "chunk %d of batch %s: its recorded delivery's retry of %d item(s) carried on in %d ms (attempt %d)",
+            msg.header.chunk, msg.header.batch_id, len(left), delay_ms, attempt,
+        )  # fmt: skip
+
+    async def _retry(
+        self, item: Received, msg: ChunkMessage, positions: list[int], by_position: dict[int, Any], attempt: int
+    ) -> int:
+        """Rewrite the message to carry only `positions` (the next generation), hidden for the retry back-off of
+        `attempt`; answers the back-off in ms."""
+        delay_ms = retry_delay_ms(
+            attempt,
+            base_ms=self.settings.retry_base_delay_ms,
+            max_ms=self.settings.retry_max_delay_ms,
+            jitter=self.settings.retry_jitter,
+            u=self._random.random(),
+        )
+        header = replace(envelope.retry_header(msg.header, positions), delivered=item.dequeued)
+        text = await self._carry_on(msg, header, by_position)
+        # Visibility is whole seconds: the wake-up must not come before the message is visible again.
+        visible_s = math.ceil(delay_ms / 1000)
+        if await self.update(item, text, visible_s):
+            await self.wakeups.wake_at(item.visible_at_ms)
+        self.report.items_retried += len(positions)
+        return delay_ms
 
     async def discard(self, item: Received, record: ResultRecord) -> None:
         """The record of a chunk discarded unrun (its batch ended or expired), then the message deleted."""
@@ -138,7 +162,7 @@ class Settler:
         self, item: Received, msg: ChunkMessage, by_position: dict[int, Any], failures: list[Failure], attempt: int
     ) -> None:
         # A replayed chunk starts its attempts again: the skips its receives did not count stay behind.
-        header = replace(envelope.retry_header(msg.header, [f.position for f in failures]), skips=0)
+        header = replace(envelope.retry_header(msg.header, [f.position for f in failures]), skips=0, delivered=0)
         chunk_text = await self._carry_on(msg, header, by_position)
         first = failures[0].reason
         more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
@@ -175,7 +199,7 @@ class Settler:
 
     async def park_whole(self, item: Received, msg: ChunkMessage, reason: str) -> None:
         """Park a chunk that was never worked (every item), without the skips its message carried."""
-        header = replace(msg.header, skips=0)
+        header = replace(msg.header, skips=0, delivered=0)
         text = self._text(item, msg, header)
         attempt = int(item.message.dequeue_count or 1)
         info = poison.PoisonInfo(item.queue.queue_name, reason, len(msg.items or header.positions or ()) or 1, attempt,
@@ -197,6 +221,7 @@ class Settler:
         first time, the least a queue hides a message for, since the submit is most likely committing; twice as
         long at each skip after), or the handler's downstream is overloaded (`delay_s`)."""
         header = envelope.skipped_header(msg.header) if msg.header.skips < MAX_SKIPS else msg.header
+        header = replace(header, delivered=item.dequeued)
         if delay_s is None:
             delay_s = wait_delay_s(header.skips)
         text = self._text(item, msg, header)

@@ -33,3 +33,8 @@ class Received:
     @property
     def pop_receipt(self) -> str:
         return str(self.message.pop_receipt)
+
+    @property
+    def dequeued(self) -> int:
+        """How many times the message was received, this delivery included."""
+        return int(self.message.dequeue_count or 1)

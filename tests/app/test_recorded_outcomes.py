@@ -1,9 +1,13 @@
-"""An outcome once recorded is never replaced by a discard (issue 36 item 2), on the real Azurite.
+"""An outcome once recorded never changes, on the real Azurite: it is not replaced by a discard (issue 36 item 2),
+nor by a second handler call (issue 37, lifecycle seed 27).
 
 A drainer handles a chunk, records it, and dies before deleting its message (or its delete's answer is lost).
 The message comes back after its visibility timeout; by then its batch was cancelled, or has expired, so the
 drainer that receives it discards it unrun, under a newer attempt. The items the handler really handled keep
-their outcome and their values; only the items no record settled are discarded.
+their outcome and their values; only the items no record settled are discarded. When its batch goes on, the
+drainer that receives it calls no handler on the items the record settled: a failure parked stays failed (the
+batch's final status, its notice already sent, stays), a value stays the value exported; the items the record
+left retrying are carried on as its lost update would have.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from shared.ops import lifecycle
 from shared.ops.reports import read_batch_status
 from shared.services import Services
 from shared.store.result_store import ResultWriter
+from tests.app import handlers
 from tests.app.conftest import drain_all, wait_for
 from tests.app.sales import ndjson, submit_ids
 
@@ -200,3 +205,54 @@ async def test_a_completed_batch_stays_completed_when_its_recorded_chunk_comes_b
     assert status["status"] == "completed"
     assert (status["items"]["succeeded"], status["items"]["expired"]) == (5, 0)
     assert [line["status"] for line in await export(services, batch_id)] == ["succeeded"] * 5
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.slow
+async def test_a_final_batch_keeps_its_failure_when_its_recorded_chunk_comes_back_and_would_now_succeed(configure):
+    """Lifecycle seed 27: an item parked after its last attempt, the batch stamped and noticed
+    `completed_with_failures`; the delete lost, the chunk came back, its handler succeeded, and the batch read
+    `completed`, contradicting its notice."""
+    services = configure(CHUNK_MAX_ITEMS="5", HANDLER="tests.app.handlers:record")
+    batch_id = await submit_ids(services, [f"f-{i}" for i in range(3)])
+    message = await first_delivery(services, 0)
+    outcomes = [ItemOutcome.failure("gone", retryable=False), *(ItemOutcome.success({"n": p}) for p in (1, 2))]
+    await record_then_die(services, message, outcomes)
+    final = await lifecycle.finalize(services, batch_id)
+    assert final is not None
+    assert final["status"] == "completed_with_failures"
+
+    await until_visible(services, 1)
+    await drain_all(services)
+
+    assert not handlers.calls, "no item the record settled is handled again"
+    status = await read_batch_status(services, batch_id)
+    assert status["status"] == "completed_with_failures"
+    assert (status["items"]["succeeded"], status["items"]["failed"], status["items"]["pending"]) == (2, 1, 0)
+    assert [line["status"] for line in await export(services, batch_id)] == ["failed", "succeeded", "succeeded"]
+    queue = services.storage.queue(services.settings.work_queue)
+    assert await queue.peek_messages(max_messages=32) == [], "its message is deleted"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.slow
+async def test_a_chunk_recorded_half_retrying_whose_update_was_lost_runs_only_the_items_it_left_retrying(configure):
+    """The items it handled keep their values; those it left retrying are handled once, as its retry would have."""
+    services = configure(CHUNK_MAX_ITEMS="5", HANDLER="tests.app.handlers:record")
+    batch_id = await submit_ids(services, [f"r-{i}" for i in range(5)])
+    message = await first_delivery(services, 0)
+    outcomes = [ItemOutcome.success({"n": p}) for p in range(3)] + [ItemOutcome.failure("busy")] * 2
+    await record_then_die(services, message, outcomes)
+
+    await until_visible(services, 1)
+    await drain_all(services)
+
+    assert dict(handlers.calls) == {"r-3": 1, "r-4": 1}
+    status = await read_batch_status(services, batch_id)
+    assert status["status"] == "completed"
+    lines = await export(services, batch_id)
+    assert [line.get("value") for line in lines] == [
+        *({"n": p} for p in range(3)),
+        {"seen": "r-3"},
+        {"seen": "r-4"},
+    ]

@@ -80,9 +80,10 @@ async def test_a_cancelled_writer_leaves_nobody_waiting(configure):
 
 @pytest.mark.slow
 @pytest.mark.timeout(60)
-async def test_a_chunk_redelivered_after_its_record_was_written_counts_once_by_its_newest_record(configure):
-    """A drain that died between writing a chunk's record and deleting its message: the message comes back,
-    is worked again (attempt 2) and recorded again in another blob; status and readers count it once."""
+async def test_a_chunk_redelivered_after_its_record_was_written_keeps_that_record_and_is_not_worked_again(configure):
+    """A drain that died between writing a chunk's record and deleting its message: the message comes back (attempt
+    2) and is deleted with no handler call and no second record: an outcome once recorded never changes (before
+    issue 37 it was worked again and its newest record, all ok, replaced the failures)."""
     services = configure(CHUNK_MAX_ITEMS="10", VISIBILITY_TIMEOUT_S="1")
     batch_id = await submit_ids(services, [f"r-{i}" for i in range(10)])
     queue = services.storage.queue(services.settings.work_queue)
@@ -96,11 +97,10 @@ async def test_a_chunk_redelivered_after_its_record_was_written_counts_once_by_i
 
     report = await drain_all(services)
 
-    assert report.items_ok == 10
+    assert (report.items_ok, report.items_failed, report.chunks_done) == (0, 0, 1)
     status = await read_batch_status(services, batch_id)
-    assert status["status"] == "completed"
-    assert status["items"] == {"total": 10, "succeeded": 10, "failed": 0, "pending": 0}
-    assert await blobs_of(container, batch_id) == 2, "both records kept"
-    [newest] = await read_records(container, batch_id)
-    assert newest["attempt"] == 2
-    assert len(results.successes(newest)) == 10
+    assert status["items"] == {"total": 10, "succeeded": 0, "failed": 10, "pending": 0}
+    assert await blobs_of(container, batch_id) == 1, "no second record"
+    [kept] = await read_records(container, batch_id)
+    assert kept["attempt"] == 1
+    assert await queue.peek_messages(max_messages=1) == [], "its message is deleted"
