@@ -4,17 +4,18 @@ runs; the app's files are untouched. `python -m sim.mutants [--only NAME[,NAME]]
 prints, per mutant, the first seed of its family that fails with it in place (and not the same way without
 it) and the invariant that failed, or that none did within its seed budget.
 
-One module per family of defects, each beside the invariant that guards against them: `admission` (handler calls
-of uncommitted or replaced attempts, what a submit answers), `looks` (the look bound), `engine` (held messages,
-handler limits, high starts, time, errors), `reports` (the status route, the batch list, the export), `costs`
-(storage transactions), `idle` (what an idle app costs), `lifecycle` (cancel, expiry, stamps, notices, replay),
-`outcomes` (what an item ends as), `replaying` (what a replay promises its caller), `notices` (notice attempts, the
-callback allow list, what the status route shows of a failed attempt), `carriers` (a replay's carrier), `claims`
-(a drainer's claim on the handler limits), `lapse` (handler calls past their drainer's lease), `records` (a record's
-positions), `history` (the cancel bound under late listings, costs that grow with history), `doorbells` (scheduled
-doorbells, a flood's late ones), `requests` (how a malformed request is refused), `replay_bounds` (a replay's time,
-the stale copies it leaves), `replay_steps` (what a killed background step leaves). `hunting` hunts the seeds (in
-parallel processes), `runner` is the command, `verify` tries each row of the table as measured again.
+One module per family of defects, each beside the invariant that guards against them: `admission` (handler calls of
+uncommitted or replaced attempts, what a submit answers), `looks` (the look bound), `engine` (held messages, handler
+limits, high starts, time, errors), `reports` (the status route, the batch list, the export), `costs` (storage
+transactions), `idle` (what an idle app costs), `lifecycle` (cancel, expiry, stamps, notices, replay), `outcomes`
+(what an item ends as), `replaying` (what a replay promises its caller), `notices` (notice attempts, the callback
+allow list, what the status route shows of a failed attempt), `carriers` (a replay's carrier), `claims` (a drainer's
+claim on the handler limits), `lapse` (handler calls past their drainer's lease), `records` (a record's positions),
+`redelivery` (a recorded chunk that comes back), `history` (the cancel bound under late listings, costs that grow
+with history), `doorbells` (scheduled doorbells, a flood's late ones), `requests` (how a malformed request is
+refused), `replay_bounds` (a replay's time, the stale copies it leaves), `replay_steps` (what a killed background
+step leaves). `hunting` hunts the seeds (in parallel processes), `runner` is the command, `verify` tries each row of
+the table as measured again.
 
 A defect this cannot catch is in the table too, with why (a path the simulated world never takes, a fault it
 does not model). A fix that cannot be put back as a patch of today's code has no mutant.
@@ -37,6 +38,7 @@ from sim.mutants import (
     notices,
     outcomes,
     records,
+    redelivery,
     replay_bounds,
     replay_steps,
     replaying,
@@ -60,6 +62,7 @@ MUTANTS: list[Mutant] = [
     *claims.MUTANTS,
     *lapse.MUTANTS,
     *records.MUTANTS,
+    *redelivery.MUTANTS,
     *history.MUTANTS,
     *doorbells.MUTANTS,
     *requests.MUTANTS,
