@@ -28,6 +28,9 @@ RECORDS = "records"  # the metadata entry listing a group blob's records
 MAX_RECORDS_PER_BLOB = 128  # keeps that entry (at most 43 characters a record) below the 8 KiB limit
 
 Key = tuple[int, int, int]
+# A replay's claim on a parked chunk (`shared.ops.replay_marks`) is kept in its parent record:
+CLAIMED_MS = "replay_claimed_ms"  # when a replay last marked some of its items retrying (epoch ms)
+CLAIMED = "replay_claimed"  # the positions replays marked retrying (and did not give back)
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,14 @@ def settled_positions(record: Mapping[str, Any]) -> set[int]:
     """The positions a record settled: ok, failed, or discarded unrun (not those it left retrying)."""
     settled = {p for p, _ in successes(record)} | {f["i"] for f in record.get("failed") or []}
     return settled | set(record.get("cancelled") or []) | set(record.get("expired") or [])
+
+
+def claimed(record: Mapping[str, Any]) -> set[int]:
+    """The positions a replay's claim holds retrying in `record` (none without a claim; a claim stamped before
+    its positions were listed holds every item retrying)."""
+    if CLAIMED_MS not in record:
+        return set()
+    return set(record.get(CLAIMED, record["retrying"]))
 
 
 def select(doc: dict[str, Any], entry: ResultEntry) -> dict[str, Any] | None:

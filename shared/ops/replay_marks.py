@@ -23,7 +23,7 @@ from enum import Enum
 from typing import Any
 
 from shared.batch import envelope, results
-from shared.batch.results import ResultEntry
+from shared.batch.results import CLAIMED, CLAIMED_MS, ResultEntry, claimed
 from shared.core.errors import PreconditionFailed, ReplayConflict, ResourceMissing, StorageError
 from shared.services import Services
 from shared.store.result_store import list_entries
@@ -31,10 +31,10 @@ from shared.store.storage import read_json, write_json
 
 log = logging.getLogger(__name__)
 
+__all__ = ["CLAIMED", "CLAIMED_MS", "CLAIM_S", "Claim", "Parent", "carrier", "claim", "claimed", "release", "stale"]
+
 MARK_ATTEMPTS = 5  # reads of a parent record that keeps changing under a replay before giving up
 CLAIM_S = 300  # a replay's mark older than this, with no record of the lineage it carries, is taken over
-CLAIMED_MS = "replay_claimed_ms"  # in a record: when a replay last marked some of its items retrying (epoch ms)
-CLAIMED = "replay_claimed"  # in a record: the positions replays marked retrying (and did not give back)
 
 
 class Parent(Enum):
@@ -112,14 +112,6 @@ def carrier(header: envelope.ChunkHeader) -> results.Key:
     """The lineage whose record carries a parked chunk's items once it is replayed (its own, as the drain keys it:
     chunk, generation, first position)."""
     return header.chunk, header.gen, min(header.positions or [0])
-
-
-def claimed(record: dict[str, Any]) -> set[int]:
-    """The positions a replay's claim holds retrying in `record` (none without a claim; a claim stamped before
-    its positions were listed holds every item retrying)."""
-    if CLAIMED_MS not in record:
-        return set()
-    return set(record.get(CLAIMED, record["retrying"]))
 
 
 def stale(record: dict[str, Any], now_ms: int) -> bool:

@@ -116,13 +116,14 @@ async def left_unsettled(
     container: ContainerClient, batch_id: str, key: results.Key, positions: Sequence[int] | None
 ) -> list[int] | None:
     """Where a delivery of a chunk message recorded its lineage `key` (and its update or delete was then lost): of
-    `positions` (None: every position that record holds), those it did not settle (it left them retrying); None
-    where the lineage has no record. One listing of the batch's results, and a read of the record when it has one."""
+    `positions` (None: every position that record holds), those it did not settle (it left them retrying) and no
+    replay claimed (a replay carries those: their failure was parked, the parked chunk replayed); None where the
+    lineage has no record. One listing of the batch's results, and a read of the record when it has one."""
     chosen = [e for e in results.newest(await list_entries(container, batch_id)) if e.key == key]
     records = await read_chosen(container, chosen) if chosen else []
     if not records:
         return None
-    settled = results.settled_positions(records[0])
+    settled = results.settled_positions(records[0]) | results.claimed(records[0])
     held = positions if positions is not None else [*settled, *(records[0].get("retrying") or [])]
     return sorted({p for p in held if p not in settled})
 

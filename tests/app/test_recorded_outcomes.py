@@ -26,7 +26,7 @@ from shared.batch.results import ResultEntry
 from shared.batch.settlement import settle
 from shared.handlers import ItemOutcome
 from shared.intake.submit import submit
-from shared.ops import lifecycle
+from shared.ops import lifecycle, replay_marks
 from shared.ops.reports import read_batch_status
 from shared.services import Services
 from shared.store.result_store import ResultWriter
@@ -256,3 +256,24 @@ async def test_a_chunk_recorded_half_retrying_whose_update_was_lost_runs_only_th
         {"seen": "r-3"},
         {"seen": "r-4"},
     ]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.slow
+async def test_a_recorded_chunk_that_comes_back_leaves_the_items_a_replay_claimed_to_that_replay(configure):
+    """Its failure was parked and the parked chunk replayed (the parent record marked) before the lost delete
+    brought the message back: the replay carries that item, the redelivery neither runs nor re-sends it."""
+    services = configure(CHUNK_MAX_ITEMS="5", HANDLER="tests.app.handlers:record")
+    await submit_ids(services, ["c-0", "c-1"])
+    message = await first_delivery(services, 0)
+    await record_then_die(services, message, [ItemOutcome.failure("gone", retryable=False), ItemOutcome.success()])
+    parked = envelope.retry_header(envelope.decode(str(message.content)).header, [0])
+    marked, _ = await replay_marks.claim(services, parked)
+    assert marked is replay_marks.Parent.MARKED
+
+    await until_visible(services, 1)
+    await drain_all(services)
+
+    assert not handlers.calls, "the item the replay claimed is the replay's to carry"
+    queue = services.storage.queue(services.settings.work_queue)
+    assert await queue.peek_messages(max_messages=32) == [], "its message is deleted"
