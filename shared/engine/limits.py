@@ -147,6 +147,7 @@ class HandlerLimits:
         self.items_per_s, self.in_flight_limit = items_per_s, in_flight
         self.claim = Claim()  # nothing until the allocation says so
         self._counted_at = -math.inf
+        self._counting = False  # a count is under way
         self._pacer = Pacer(clock)
         self._busy = 0
         self._drainers = 1  # leasing at the last count
@@ -182,12 +183,21 @@ class HandlerLimits:
     async def count(self) -> None:
         """Count the drainers leasing now and move this one's claim (one listing, one read, a write if it
         changes; best effort: on a storage error or a concurrent write the claim stands until the next count, only
-        lowered if this count lowered it)."""
+        lowered if this count lowered it). Nothing if this drainer's count is under way already."""
+        if self._counting:
+            # One count at a time: a count whose read storage answers late would otherwise end after a later one
+            # that lowered this claim and wrote it, and take the claim back up from its old read without a write
+            # (the simulation's limits seed 119: two handler calls in flight under a limit of 1). The chunks
+            # waiting for a share hear the count under way end.
+            return
+        self._counting = True
         self._counted_at = self.clock()
         try:
             await self._count()
         except (StorageError, PreconditionFailed, ResourceConflict) as e:
             log.info("handler limits: claim not moved this time (%s)", e)
+        finally:
+            self._counting = False
         async with self._changed:
             self._changed.notify_all()
 

@@ -105,3 +105,50 @@ async def test_a_chunk_waiting_for_a_share_gives_up_once_its_session_ends(config
     finally:
         await first.release()
         await second.release()
+
+
+async def test_a_count_answered_late_takes_back_no_place_a_later_count_gave_up(configure, monkeypatch):
+    """A drainer's count whose read of the allocation storage answers late must not end after a later count of the
+    same drainer and take the place that count gave up back from its old read (the simulator's `limits` seed 119:
+    a count's read answered 15 s late raised its claim to 1 again without a write, after the drainer's next count
+    had yielded the place to a drainer ranking first, which took it: two handler calls in flight under a limit of
+    1). One count of a drainer at a time."""
+    services = configure()
+    state = await services.storage.ensure_container(services.settings.state_container)
+    queue = services.settings.work_queue
+    late = DrainLease(state, queue, 1, lease_s=60)
+    early = DrainLease(state, queue, 0, lease_s=60)
+    assert await late.acquire()
+    giver = HandlerLimits(state, layout.lease_blob(queue, 1), items_per_s=None, in_flight=1, clock=lambda: 0.0)
+    taker = HandlerLimits(state, layout.lease_blob(queue, 0), items_per_s=None, in_flight=1, clock=lambda: 0.0)
+    try:
+        await giver.count()
+        assert giver.capacity == 1
+
+        # The giver counts again while it leases alone; storage answers that count's read late.
+        read = limits.read_json
+        answered, go = asyncio.Event(), asyncio.Event()
+
+        async def late_read(*args: Any, **kwargs: Any) -> Any:
+            found = await read(*args, **kwargs)
+            answered.set()
+            await go.wait()
+            return found
+
+        monkeypatch.setattr(limits, "read_json", late_read)
+        slow = asyncio.create_task(giver.count())
+        await answered.wait()
+        monkeypatch.setattr(limits, "read_json", read)
+
+        # Meanwhile slot 0, which ranks first, leases; the giver counts once more, and the taker counts.
+        assert await early.acquire()
+        await giver.count()
+        await taker.count()
+        go.set()  # the late read's answer arrives
+        await slow
+        assert (giver.capacity or 0) + (taker.capacity or 0) <= 1, (
+            f"claims of {giver.capacity} and {taker.capacity} place(s) under HANDLER_MAX_IN_FLIGHT=1"
+        )
+    finally:
+        await early.release()
+        await late.release()
