@@ -39,6 +39,9 @@ REFRESH_S = 1.0
 # second in all, a fifth of one blob's 500 requests a second.
 COUNTS_PER_S_MAX = 50
 LEASES_PREFIX = "leases/"
+# How long a session's end waits to give its claim back (a read and a write of the allocation): the release is
+# best effort, and the session holds its lease until it is done, so storage answering late must not hold them.
+RELEASE_TIMEOUT_S = 3.0
 ALLOCATION_BLOB = "limits/handler.json"
 
 
@@ -244,14 +247,20 @@ class HandlerLimits:
         self.claim = wanted
 
     async def release(self) -> None:
-        """Give the claim back as the session ends (best effort: a released lease's claim is ignored anyway)."""
+        """Give the claim back as the session ends (best effort: a released lease's claim is ignored anyway), for
+        at most RELEASE_TIMEOUT_S: the session ends within its budget plus its calls' settling (docs/settings.md,
+        DRAIN_BUDGET_S), not after storage's late answers (the simulation's `limits` seed 2: 30 s)."""
         if not self.active:
             return
-        with contextlib.suppress(StorageError, PreconditionFailed, ResourceMissing):
-            doc, etag = await read_json(self.state, ALLOCATION_BLOB)
-            entries = dict(doc.get("drainers", {}))
-            if entries.pop(self.own_lease, None) is not None:
-                await write_json(self.state, ALLOCATION_BLOB, {"drainers": entries}, etag=etag)
+        with contextlib.suppress(StorageError, PreconditionFailed, ResourceMissing, TimeoutError):
+            async with asyncio.timeout(RELEASE_TIMEOUT_S):
+                await self._release()
+
+    async def _release(self) -> None:
+        doc, etag = await read_json(self.state, ALLOCATION_BLOB)
+        entries = dict(doc.get("drainers", {}))
+        if entries.pop(self.own_lease, None) is not None:
+            await write_json(self.state, ALLOCATION_BLOB, {"drainers": entries}, etag=etag)
 
     async def _recount_if_due(self) -> None:
         if self.clock() - self._counted_at >= refresh_s(self._drainers):

@@ -152,3 +152,35 @@ async def test_a_count_answered_late_takes_back_no_place_a_later_count_gave_up(c
     finally:
         await early.release()
         await late.release()
+
+
+async def test_a_session_gives_its_claim_back_without_waiting_for_a_late_answer(configure, monkeypatch):
+    """Giving the claim back is best effort and the session holds its lease until it is done: a write of the
+    allocation that storage answers late is given up after RELEASE_TIMEOUT_S (the simulator's `limits` seed 2: the
+    allocation's read and write answered 15 s late each, a session 75 s long for a budget of 10 s and a margin of
+    60)."""
+    services = configure()
+    state = await services.storage.ensure_container(services.settings.state_container)
+    queue = services.settings.work_queue
+    lease = DrainLease(state, queue, 0, lease_s=60)
+    assert await lease.acquire()
+    claim = HandlerLimits(state, layout.lease_blob(queue, 0), items_per_s=None, in_flight=1, clock=lambda: 0.0)
+    try:
+        await claim.count()
+        assert claim.capacity == 1
+        writing, answered = asyncio.Event(), asyncio.Event()
+
+        async def late_write(*args: Any, **kwargs: Any) -> str:
+            writing.set()
+            await answered.wait()  # storage never answers
+            raise AssertionError("answered")
+
+        monkeypatch.setattr(limits, "write_json", late_write)
+        monkeypatch.setattr(limits, "RELEASE_TIMEOUT_S", 0.5)
+        releasing = asyncio.create_task(claim.release())
+        await writing.wait()
+        # A guard only: the release gives up RELEASE_TIMEOUT_S after it began.
+        await asyncio.wait_for(releasing, timeout=30)
+        assert not answered.is_set()
+    finally:
+        await lease.release()
