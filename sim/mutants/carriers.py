@@ -41,5 +41,9 @@ MUTANTS = [
     Mutant("carrier-any-of-the-generation", "5834ef5 (issue 36 item 1)", "a replay's takeover reads any record of "
            "the next generation (a transient follow-up's) as the parked chunk's carrier",
            _carrier_any_of_the_generation, family="lifecycle", expect=STRANDED,
-           invariant="a replayed chunk is never stranded (`sim.checks.replays`)"),
+           invariant="a replayed chunk is never stranded (`sim.checks.replays`)",
+           why="caught by lifecycle seed 270 until c67e0de: a recorded chunk that comes back is no longer run again, "
+           "so that seed's batches are final before its replay at 176 s, which sets their chunks aside instead of "
+           "taking one over; 300 lifecycle seeds find no other; plan: a replay scenario that takes over a parked chunk "
+           "of a batch still open while a transient follow-up of the next generation is recorded"),
 ]  # fmt: skip

@@ -44,5 +44,8 @@ MUTANTS = [
     Mutant("claim-lowered-after-write", "612b9cc (found here)", "a count lowers its drainer's claim only once the "
            "write answers: a chunk admitted meanwhile runs in the room the write gives another drainer",
            _claim_lowered_after_write, family="limits", expect="handler calls in flight", seeds=100,
-           invariant="handler calls in flight never above `HANDLER_MAX_IN_FLIGHT`"),
+           invariant="handler calls in flight never above `HANDLER_MAX_IN_FLIGHT`",
+           why="caught by limits seed 15 (the churn) from cf77bf1 to ec46cfc; 3386e7b (a session gives its claim back "
+           "for at most 3 s) moved that seed's late releases, and 100 limits seeds no longer catch it; plan: a longer "
+           "hunt of the churn (its interleaving needs a count's late read to end after the next count's write)"),
 ]  # fmt: skip

@@ -57,7 +57,6 @@ CAUGHT = [
     ("notice-error-shown-raw", 1),  # lifecycle: no API answer carries the receiver's words (issue 36 item 14)
     ("lane-depths-every-tick", 0),  # idle: storage transactions an hour while idle within the README's budget
     ("discard-names-batch-positions", 31),  # lifecycle: a record holds only its chunk's positions
-    ("carrier-any-of-the-generation", 270),  # lifecycle: never stranded, the carrier keyed as the app keys it
     ("slow-listing-taken-as-fresh", 34),  # history: the cancel bound under a look answered late (issue 36 item 8)
     ("cancel-prunes-every-marker", 0),  # history: a cancel costs what docs/api.md states (issue 36 item 9)
     ("look-lists-every-marker", 0),  # history: a drainer's look costs what docs/api.md states (issue 36 item 9)
@@ -80,7 +79,6 @@ CAUGHT = [
     ("arm-storage-failure-left-to-timer", 110),  # storage, doorbells lost: a look after a 202 (issue 37)
     ("look-named-late-kept", 889),  # storage, doorbells lost: a look after a 202 (issue 37)
     ("calls-outlive-the-lease", 101),  # limits, storage down 16 s: handler calls in flight within the limit
-    ("claim-lowered-after-write", 15),  # limits, drainers joining and leaving (sim.claim_churn): HANDLER_MAX_IN_FLIGHT
     ("recorded-lineage-worked-again", 27),  # lifecycle, deletes failing: a notice never contradicts the final status
 ]
 # Rows once here whose seeds moved with the world's doors and the app's changes (none fails its old seed any
