@@ -28,5 +28,8 @@ MUTANTS = [
     Mutant("counts-overlap", "ec46cfc (found here)", "a drainer's count starts while its previous one is under way: "
            "a count whose read storage answers late ends after a later one gave its place up, and takes it back from "
            "its old read without a write", _counts_overlap, family="limits", expect="handler calls in flight",
-           seeds=130, invariant="handler calls in flight never above `HANDLER_MAX_IN_FLIGHT`"),
+           seeds=130, invariant="handler calls in flight never above `HANDLER_MAX_IN_FLIGHT`",
+           why="found by limits seed 119 (the churn, the allocation blob answered late), which it still fails on "
+           "ec46cfc; 3386e7b (a session gives its claim back for at most 3 s) moved that seed, and 130 limits seeds "
+           "no longer catch it; plan: a churn whose count's read is answered later than REFRESH_S more often"),
 ]  # fmt: skip

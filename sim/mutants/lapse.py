@@ -27,5 +27,8 @@ MUTANTS = [
     Mutant("calls-outlive-the-lease", "8397b3f (found here)", "a drainer that cannot renew its lease lets it lapse "
            "while its async handler calls run on: the next holder claims the room they hold and starts calls in it",
            _calls_outlive_the_lease, family="limits", expect="handler calls in flight",
-           invariant="handler calls in flight never above `HANDLER_MAX_IN_FLIGHT`"),
+           invariant="handler calls in flight never above `HANDLER_MAX_IN_FLIGHT`",
+           why="caught by limits seed 101 (storage down 16 s) until ec46cfc (one count of a drainer at a time) moved "
+           "it; 300 limits seeds no longer catch it; plan: find whether seed 101's catch went through overlapping "
+           "counts, and hunt a family with storage down under HANDLER_MAX_IN_FLIGHT"),
 ]  # fmt: skip
