@@ -47,5 +47,6 @@ MUTANTS = [
            invariant="handler calls in flight never above `HANDLER_MAX_IN_FLIGHT`",
            why="caught by limits seed 15 (the churn) from cf77bf1 to ec46cfc; 3386e7b (a session gives its claim back "
            "for at most 3 s) moved that seed's late releases, and 100 limits seeds no longer catch it; plan: a longer "
-           "hunt of the churn (its interleaving needs a count's late read to end after the next count's write)"),
+           "hunt of the churn, after checking whether ec46cfc (one count per drainer at a time) left any way for a "
+           "chunk to be admitted while its drainer's lowering write is under way"),
 ]  # fmt: skip
