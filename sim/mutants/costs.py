@@ -57,10 +57,7 @@ MUTANTS = [
     Mutant("look-records-nothing", "this stop (issue 26 item 1, found by make bench-tenants)", "a look records "
            "no lane it reads empty in the quiet record", _look_records_nothing, family="idle", expect=IDLE,
            seeds=SLOW_SEEDS,
-           invariant="storage transactions an hour while idle within the README's budget (`sim.checks.promises`)",
-           why="the world's lanes are recorded quiet by the drainers that empty them, so an idle tick's look finds "
-               "none to read (3 `idle` seeds). Plan: a storage fault on the drainers' quiet-record writes at the "
-               "end of an `idle` wave, so the timer's look must record them (`make bench-tenants` measures it)"),
+           invariant="storage transactions an hour while idle within the README's budget (`sim.checks.promises`)"),
     Mutant("lanes-listed-every-poll", "none (made here)", "lanes listed every 50 ms while a drain goes on, not "
            "once per 4 messages", _lanes_listed_every_poll, family="volume", expect="transactions per 1,000",
            seeds=20,

@@ -260,7 +260,10 @@ MUTANTS = [
     Mutant("lease-lapses-under-renewal", "c123cbc (found here)", "a renewal that fails or hangs lets the lease lapse "
            "under a chunk still in the handler", _lease_lapses_under_a_slow_renewal, family="limits", expect=LIMITS,
            seeds=100,
-           invariant='handler calls in flight never above `HANDLER_MAX_IN_FLIGHT`'),
+           invariant='handler calls in flight never above `HANDLER_MAX_IN_FLIGHT`',
+           why="caught by limits seed 23 until the churn (cf77bf1) redrew half the limits seeds; not in 100 seeds on "
+           "3e30b1b. 8397b3f (a drainer ends its async calls before its lease can lapse) now keeps the same promise "
+           "when renewals fail; plan: hunt churn seeds whose renewals hang rather than fail"),
     Mutant("sub-resolution-wait", "1f3838f (found here)", "a session in its last millisecond waits out remainders "
            "below the clock's resolution", _sub_resolution_wait, family="limits", seeds=100,
            invariant="virtual time keeps moving",

@@ -165,7 +165,10 @@ def _replay_strands_chunk() -> Iterator[None]:
 MUTANTS = [
     Mutant("ended-marker-goes-at-last-record", "dd28184 (found here)", "an ended batch's marker deleted once every "
            "chunk has a record", _ended_marker_goes_at_last_record, family="lifecycle",
-           expect="after its cancel was answered", invariant="no handler call past the cancel bound"),
+           expect="after its cancel was answered", invariant="no handler call past the cancel bound",
+           why="caught by lifecycle seed 154 before this stop's engine changes (crash and receiver order, a "
+           "recorded chunk not run again) moved that seed; not in 300 seeds on 3e30b1b; plan: a cancel scenario "
+           "whose batch's last chunk is recorded while another delivery of an earlier chunk waits to start"),
     Mutant("stamp-not-the-status", "none (made here)", "a batch stamped completed that the status route counts "
            "completed_with_failures", _stamp_not_the_status, expect="is stamped",
            invariant="a final stamp never changes and is the status route's (`sim.checks.promises`)"),
