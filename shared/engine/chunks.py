@@ -95,9 +95,14 @@ class ChunkWork:
                 break
             if self._ended_listing is None:  # one listing for all the chunks that ask meanwhile
                 self._ended_listing = asyncio.ensure_future(self._list_ended())
-                self._ended_listing.add_done_callback(lambda _: setattr(self, "_ended_listing", None))
+                self._ended_listing.add_done_callback(self._listing_ended)
             await asyncio.shield(self._ended_listing)
         raise StorageError("list ended batches", f"no listing answered within {ENDED_CHECK_S} s of its start")
+
+    def _listing_ended(self, done: asyncio.Future[None]) -> None:
+        self._ended_listing = None
+        if not done.cancelled():
+            done.exception()  # retrieved here too: the chunks that asked may all have been cancelled
 
     async def _list_ended(self) -> None:
         started, began = time.monotonic(), utcnow()  # its time: it knows every marker written before it began
