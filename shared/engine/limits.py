@@ -4,11 +4,12 @@ a second and HANDLER_MAX_IN_FLIGHT chunks in the handler at once.
 Nothing is written per chunk (that would cost more than the chunk). Each drainer holds a claim, a part of each
 limit, in one allocation blob (`limits/handler.json`, state container) written with its ETag, so two drainers
 never claim the same room: the claims of drainers that hold a lease never add up to more than the limits. A
-drainer counts again every REFRESH_S while a limit is set (one listing of the lease blobs, one read of the
-allocation; a write only when its claim changes) and moves its claim toward its fair share: the limit divided
-by the drainers leasing now (in-flight split whole, by lease-name order). It lowers it at once (never below the
-chunks it has in flight) and raises it only into room nobody else claims, so a drainer that joins takes its
-share as the others give theirs up, within a count or two. A drainer whose claim holds no room (no in-flight
+drainer counts again every REFRESH_S while a limit is set (one read of the allocation, then one listing of the
+lease blobs; a write when its claim changes, and at its session's first count: an entry of its slot left by an
+earlier session is taken over by a write, not as read) and moves its claim toward its fair share: the limit
+divided by the drainers leasing now (in-flight split whole, by lease-name order). It lowers it at once (never
+below the chunks it has in flight) and raises it only into room nobody else claims, so a drainer that joins
+takes its share as the others give theirs up, within a count or two. A drainer whose claim holds no room (no in-flight
 place, or a pace that starts nothing within its session) receives nothing (`may_receive`); recruiting stops at
 the drainers the limits can feed (`drainers_fed`). With many drainers the counts slow down so that all of them
 together make at most COUNTS_PER_S_MAX a second.
@@ -151,6 +152,7 @@ class HandlerLimits:
         self.claim = Claim()  # nothing until the allocation says so
         self._counted_at = -math.inf
         self._counting = False  # a count is under way
+        self._written = False  # this session has written its claim (an entry it only read may be a stale one's)
         self._pacer = Pacer(clock)
         self._busy = 0
         self._drainers = 1  # leasing at the last count
@@ -205,14 +207,18 @@ class HandlerLimits:
             self._changed.notify_all()
 
     async def _count(self) -> None:
-        async with translated("list drain leases"):
-            leased = [
-                b.name async for b in self.state.list_blobs(name_starts_with=LEASES_PREFIX) if b.lease.state == "leased"
-            ]
+        # The allocation read before the leases are listed: a lease the listing misses was taken after the read,
+        # and its holder's claim stands only once written (below), which moves the ETag this count writes with. A
+        # listing older than a read answered late would drop the claim of a drainer that leased in between and
+        # took its slot's entry as it stood (the simulation's limits seeds 712 and 983: 3 calls under a limit of 2).
         try:
             doc, etag = await read_json(self.state, ALLOCATION_BLOB)
         except ResourceMissing:
             doc, etag = {}, None
+        async with translated("list drain leases"):
+            leased = [
+                b.name async for b in self.state.list_blobs(name_starts_with=LEASES_PREFIX) if b.lease.state == "leased"
+            ]
         entries = doc.get("drainers", {}) if isinstance(doc, dict) else {}
         claims = {name: Claim(int(e.get("chunks", 0)), float(e.get("items_per_s", 0.0))) for name, e in entries.items()}
         live = {*leased, self.own_lease}
@@ -228,7 +234,8 @@ class HandlerLimits:
             items_per_s=self.items_per_s,
             busy=self._busy,
         )
-        if wanted == claims.get(self.own_lease) and len(claims) == len(entries):
+        # The slot's entry left by an earlier session (its release gave up) is taken over by a write, not as read.
+        if self._written and wanted == claims.get(self.own_lease) and len(claims) == len(entries):
             self.claim = wanted
             return
         claims[self.own_lease] = wanted
@@ -238,6 +245,7 @@ class HandlerLimits:
         self.claim = Claim(min(before.chunks, wanted.chunks), min(before.items_per_s, wanted.items_per_s))
         body = {"drainers": {name: c.as_json() for name, c in sorted(claims.items())}}
         await write_json(self.state, ALLOCATION_BLOB, body, etag=etag, create_only=etag is None)
+        self._written = True
         if wanted != before:
             log.info(
                 "handler limits: %d drainer(s) leasing; this one may start %s items/s and hold %s chunk(s)",

@@ -184,3 +184,93 @@ async def test_a_session_gives_its_claim_back_without_waiting_for_a_late_answer(
         assert not answered.is_set()
     finally:
         await lease.release()
+
+
+async def _two_claims_then_slot_1_left(state: Any, queue: str) -> tuple[DrainLease, HandlerLimits]:
+    """Slots 0 and 1 each claim one of HANDLER_MAX_IN_FLIGHT=2; slot 1's session ends with its lease released but
+    its entry left in the allocation (its release gave up, RELEASE_TIMEOUT_S). Slot 0's lease and claim."""
+    first, second = DrainLease(state, queue, 0, lease_s=60), DrainLease(state, queue, 1, lease_s=60)
+    assert await first.acquire()
+    assert await second.acquire()
+    claim = HandlerLimits(state, layout.lease_blob(queue, 0), items_per_s=None, in_flight=2, clock=lambda: 0.0)
+    left = HandlerLimits(state, layout.lease_blob(queue, 1), items_per_s=None, in_flight=2, clock=lambda: 0.0)
+    await claim.count()
+    await left.count()
+    assert (claim.capacity, left.capacity) == (1, 1)
+    await second.release()
+    return first, claim
+
+
+async def test_a_count_answered_late_keeps_the_claim_of_a_drainer_that_leased_meanwhile(configure, monkeypatch):
+    """A count whose read of the allocation storage answers late must not drop the claim of a drainer that leased
+    while it waited: the simulator's `limits` seeds 712 and 983 listed the leases, then had the read answered 10 s
+    late, while the slot's next session took its entry as it stood; the count dropped it as a released lease's and
+    took both places: three handler calls in flight under HANDLER_MAX_IN_FLIGHT=2. Here the read reaches storage
+    after the slot's next session wrote its claim, so only a listing newer than the read sees that lease."""
+    services = configure()
+    state = await services.storage.ensure_container(services.settings.state_container)
+    queue = services.settings.work_queue
+    first, claim = await _two_claims_then_slot_1_left(state, queue)
+    again = DrainLease(state, queue, 1, lease_s=60)
+    newcomer = HandlerLimits(state, layout.lease_blob(queue, 1), items_per_s=None, in_flight=2, clock=lambda: 0.0)
+    try:
+        read = limits.read_json
+        answered, go = asyncio.Event(), asyncio.Event()
+
+        async def late_read(*args: Any, **kwargs: Any) -> Any:
+            answered.set()
+            await go.wait()  # the request reaches storage late: it reads what was written meanwhile
+            return await read(*args, **kwargs)
+
+        monkeypatch.setattr(limits, "read_json", late_read)
+        slow = asyncio.create_task(claim.count())
+        await answered.wait()
+        monkeypatch.setattr(limits, "read_json", read)
+
+        # Meanwhile slot 1 leases again and counts: its slot's entry says one place.
+        assert await again.acquire()
+        await newcomer.count()
+        go.set()  # the late read's answer arrives
+        await slow
+        assert (claim.capacity or 0) + (newcomer.capacity or 0) <= 2, (
+            f"claims of {claim.capacity} and {newcomer.capacity} place(s) under HANDLER_MAX_IN_FLIGHT=2"
+        )
+    finally:
+        await again.release()
+        await first.release()
+
+
+async def test_a_session_takes_its_slots_old_entry_over_by_a_write(configure, monkeypatch):
+    """A session that finds its slot's entry left by an earlier session (whose release gave up) writes it as its
+    own: a count of another drainer that read and listed before it leased, and writes after, must then fail on the
+    ETag instead of dropping that entry and taking its place."""
+    services = configure()
+    state = await services.storage.ensure_container(services.settings.state_container)
+    queue = services.settings.work_queue
+    first, claim = await _two_claims_then_slot_1_left(state, queue)
+    again = DrainLease(state, queue, 1, lease_s=60)
+    newcomer = HandlerLimits(state, layout.lease_blob(queue, 1), items_per_s=None, in_flight=2, clock=lambda: 0.0)
+    try:
+        write = limits.write_json
+        writing, go = asyncio.Event(), asyncio.Event()
+
+        async def held_write(*args: Any, **kwargs: Any) -> str:
+            writing.set()
+            await go.wait()
+            return await write(*args, **kwargs)
+
+        monkeypatch.setattr(limits, "write_json", held_write)
+        slow = asyncio.create_task(claim.count())  # slot 1 not leased: its entry dropped, both places claimed
+        await writing.wait()
+        monkeypatch.setattr(limits, "write_json", write)
+
+        assert await again.acquire()
+        await newcomer.count()
+        go.set()  # the held write reaches storage
+        await slow
+        assert (claim.capacity or 0) + (newcomer.capacity or 0) <= 2, (
+            f"claims of {claim.capacity} and {newcomer.capacity} place(s) under HANDLER_MAX_IN_FLIGHT=2"
+        )
+    finally:
+        await again.release()
+        await first.release()
