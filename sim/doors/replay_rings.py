@@ -2,16 +2,17 @@
 back to it, not once the call is over, so a drainer takes that chunk up within seconds even while a paced replay
 goes on putting others back for up to a minute.
 
-Checked after each synchronous replay that put chunks back (`sim.doors.replayers`): the first chunk it put back to each
-partition has a handler call starting within RING_BOUND_S (plus the bus's delay, a thread's start and one call
-ahead of it) of when it
-went back, taken at its latest: the call's start plus one pace interval per chunk the call took before it (an
-unpaced call's answer, since its storage requests may each take seconds). A chunk
-of a batch cancelled or expired by then has no call (it is discarded). Excused where nothing could take it up in
-time whatever rang: Service Bus losing messages (the doorbell may be lost),
-a handler call hanging in that partition (its session holds the partition past its budget), hung calls
-holding every instance, or, with HANDLER_MAX_IN_FLIGHT set, a call hung anywhere (its drainer's claim may hold
-all of the limit).
+Checked after each synchronous replay that put chunks back (`sim.doors.replayers`): the first chunk it put back to
+each partition has a handler call starting within RING_BOUND_S (plus the bus's delay, a thread's start and one call
+ahead of it) of when it went back, taken at its latest: the call's start plus one pace interval per chunk the call
+took before it (an unpaced call's answer, since its storage requests may each take seconds). Add a slowest call and
+a thread's start for each call the partition's drainers started meanwhile before it: the chunk waits its turn behind
+the work it was received with, or a lane served ahead of it, as any visible chunk does (`docs/api.md` promises the
+doorbell rung as it goes back, not a place ahead of the queue). A chunk of a batch cancelled or expired by then has
+no call (it is discarded). Excused where nothing could take it up in time whatever rang: Service Bus losing
+messages (the doorbell may be lost), a handler call hanging in that partition (its session holds the partition past
+its budget), hung calls holding every instance, or, with HANDLER_MAX_IN_FLIGHT set, a call hung anywhere (its
+drainer's claim may hold all of the limit).
 """
 
 from __future__ import annotations
@@ -58,15 +59,29 @@ def watch(world: World, began: float, answer: dict[str, Any]) -> None:
 
 async def check(world: World, partition: str, batch_id: str, index: int, earliest: float, back: float,
                 bound: float) -> None:  # fmt: skip
-    await asyncio.sleep(max(0.0, back + bound - world.now_s()))
-    started = [
-        c.started_s for c in world.calls if (c.batch_id, c.chunk) == (batch_id, index) and c.started_s >= earliest
-    ]
-    if any(at <= back + bound for at in started) or excused(world, partition, back, bound) or closed(world, batch_id):
-        return
+    scenario, due = world.scenario, back + bound
+    while True:
+        await asyncio.sleep(max(0.0, due - world.now_s()))
+        started = [
+            c.started_s for c in world.calls if (c.batch_id, c.chunk) == (batch_id, index) and c.started_s >= earliest
+        ]
+        if any(at <= due for at in started) or excused(world, partition, back, bound) or closed(world, batch_id):
+            return
+        # The drainer at work in the partition takes the chunk up in its turn: each call that came first (a chunk
+        # received before it, or of a lane served ahead of it) may take the slowest handler time and a thread start.
+        ahead = [
+            c for c in world.calls
+            if earliest <= c.started_s <= due and (c.batch_id, c.chunk) != (batch_id, index)
+            and partition_for(world, c.batch_id, c.chunk) == partition
+        ]  # fmt: skip
+        later = back + bound + len(ahead) * (scenario.handler_s[1] + scenario.thread_start_s[1])
+        if later <= due:
+            break
+        due = later
     world.violate(
         f"chunk {index} of batch {batch_id[:8]}, put back to {partition} by a replay at {back:.0f} s at the latest, "
-        f"had no handler call within {bound:.0f} s (first: {min(started, default=None)}) ({LATE})"
+        f"had no handler call within {due - back:.0f} s ({len(ahead)} call(s) ahead of it in its partition; first: "
+        f"{min(started, default=None)}) ({LATE})"
     )
 
 
