@@ -1,10 +1,9 @@
 """The fallback timer's net for completion notices: every batch that named a callback and is final has a notice,
 and every pending notice has its attempt on Service Bus, whatever died when.
 
-A notice is stored after its batch is stamped final (`shared.ops.lifecycle.finalize`), and `finalize` runs
+A notice is stored before its batch is stamped final (`shared.ops.lifecycle.finalize`), and `finalize` runs
 after each drain execution that settled chunks of the batch. A host killed after a batch's last chunk and
-before that call (or between the stamp and the notice), or a storage error in it, leaves a final batch that nobody
-looks at again; this sweep does:
+before that call, or a storage error in it, leaves a final batch that nobody looks at again; this sweep does:
 it lists the stored notices, then the batch index back to HORIZON_S ago, and checks the batches that named a
 callback (the index entry says so) and have no notice yet.
 
