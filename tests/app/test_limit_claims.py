@@ -5,6 +5,7 @@ handler calls in flight under a limit of 1: platform seed 206 on an earlier main
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -107,6 +108,28 @@ async def test_a_chunk_waiting_for_a_share_gives_up_once_its_session_ends(config
         await second.release()
 
 
+def _hold_next_read(
+    monkeypatch: pytest.MonkeyPatch, *, reaches_storage_late: bool
+) -> tuple[asyncio.Event, asyncio.Event, Callable[[], None]]:
+    """Hold the allocation's reads until `go` is set: each reaches storage only then (`reaches_storage_late`), or is
+    read at once and answered only then. Returns (`held`: a read is held, `go`, `restore`: reads are plain again)."""
+    read = limits.read_json
+    held, go = asyncio.Event(), asyncio.Event()
+
+    async def held_read(*args: Any, **kwargs: Any) -> Any:
+        if reaches_storage_late:
+            held.set()
+            await go.wait()
+            return await read(*args, **kwargs)
+        found = await read(*args, **kwargs)
+        held.set()
+        await go.wait()
+        return found
+
+    monkeypatch.setattr(limits, "read_json", held_read)
+    return held, go, lambda: monkeypatch.setattr(limits, "read_json", read)
+
+
 async def test_a_count_answered_late_takes_back_no_place_a_later_count_gave_up(configure, monkeypatch):
     """A drainer's count whose read of the allocation storage answers late must not end after a later count of the
     same drainer and take the place that count gave up back from its old read (the simulator's `limits` seed 119:
@@ -126,19 +149,10 @@ async def test_a_count_answered_late_takes_back_no_place_a_later_count_gave_up(c
         assert giver.capacity == 1
 
         # The giver counts again while it leases alone; storage answers that count's read late.
-        read = limits.read_json
-        answered, go = asyncio.Event(), asyncio.Event()
-
-        async def late_read(*args: Any, **kwargs: Any) -> Any:
-            found = await read(*args, **kwargs)
-            answered.set()
-            await go.wait()
-            return found
-
-        monkeypatch.setattr(limits, "read_json", late_read)
+        held, go, restore = _hold_next_read(monkeypatch, reaches_storage_late=False)
         slow = asyncio.create_task(giver.count())
-        await answered.wait()
-        monkeypatch.setattr(limits, "read_json", read)
+        await held.wait()
+        restore()
 
         # Meanwhile slot 0, which ranks first, leases; the giver counts once more, and the taker counts.
         assert await early.acquire()
@@ -214,18 +228,11 @@ async def test_a_count_answered_late_keeps_the_claim_of_a_drainer_that_leased_me
     again = DrainLease(state, queue, 1, lease_s=60)
     newcomer = HandlerLimits(state, layout.lease_blob(queue, 1), items_per_s=None, in_flight=2, clock=lambda: 0.0)
     try:
-        read = limits.read_json
-        answered, go = asyncio.Event(), asyncio.Event()
-
-        async def late_read(*args: Any, **kwargs: Any) -> Any:
-            answered.set()
-            await go.wait()  # the request reaches storage late: it reads what was written meanwhile
-            return await read(*args, **kwargs)
-
-        monkeypatch.setattr(limits, "read_json", late_read)
+        # The request reaches storage late: it reads what was written meanwhile.
+        held, go, restore = _hold_next_read(monkeypatch, reaches_storage_late=True)
         slow = asyncio.create_task(claim.count())
-        await answered.wait()
-        monkeypatch.setattr(limits, "read_json", read)
+        await held.wait()
+        restore()
 
         # Meanwhile slot 1 leases again and counts: its slot's entry says one place.
         assert await again.acquire()
