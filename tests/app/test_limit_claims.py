@@ -5,7 +5,6 @@ handler calls in flight under a limit of 1: platform seed 206 on an earlier main
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -108,34 +107,48 @@ async def test_a_chunk_waiting_for_a_share_gives_up_once_its_session_ends(config
         await second.release()
 
 
-def _hold_next_read(
-    monkeypatch: pytest.MonkeyPatch, *, reaches_storage_late: bool
-) -> tuple[asyncio.Event, asyncio.Event, Callable[[], None]]:
-    """Hold the allocation's reads until `go` is set: each reaches storage only then (`reaches_storage_late`), or is
-    read at once and answered only then. Returns (`held`: a read is held, `go`, `restore`: reads are plain again)."""
-    read = limits.read_json
+async def _count_held(
+    monkeypatch: pytest.MonkeyPatch, claim: HandlerLimits, *, held_at: str
+) -> tuple[asyncio.Event, asyncio.Task[None]]:
+    """Start a count of `claim` held until `go` is set: its read of the allocation reaches storage only then
+    (`held_at="read"`), or its listing of the leases is read at once and answered only then (`"listing"`). Returns
+    `go` and the count, once it is held (later reads and listings are plain)."""
+    read, listing = limits.read_json, claim.state.list_blobs
     held, go = asyncio.Event(), asyncio.Event()
 
-    async def held_read(*args: Any, **kwargs: Any) -> Any:
-        if reaches_storage_late:
-            held.set()
-            await go.wait()
-            return await read(*args, **kwargs)
-        found = await read(*args, **kwargs)
+    async def late_read(*args: Any, **kwargs: Any) -> Any:
         held.set()
         await go.wait()
-        return found
+        return await read(*args, **kwargs)
 
-    monkeypatch.setattr(limits, "read_json", held_read)
-    return held, go, lambda: monkeypatch.setattr(limits, "read_json", read)
+    def late_listing(*args: Any, **kwargs: Any) -> Any:
+        async def answered_late() -> Any:
+            found = [blob async for blob in listing(*args, **kwargs)]
+            held.set()
+            await go.wait()
+            for blob in found:
+                yield blob
+
+        return answered_late()
+
+    if held_at == "read":
+        monkeypatch.setattr(limits, "read_json", late_read)
+    else:
+        monkeypatch.setattr(claim.state, "list_blobs", late_listing)
+    count = asyncio.create_task(claim.count())
+    await held.wait()
+    monkeypatch.setattr(limits, "read_json", read)
+    monkeypatch.setattr(claim.state, "list_blobs", listing)
+    return go, count
 
 
 async def test_a_count_answered_late_takes_back_no_place_a_later_count_gave_up(configure, monkeypatch):
-    """A drainer's count whose read of the allocation storage answers late must not end after a later count of the
-    same drainer and take the place that count gave up back from its old read (the simulator's `limits` seed 119:
+    """A drainer's count that storage answers late must not end after a later count of the same drainer and take the
+    place that count gave up back from what it read (the simulator's `limits` seed 119:
     a count's read answered 15 s late raised its claim to 1 again without a write, after the drainer's next count
     had yielded the place to a drainer ranking first, which took it: two handler calls in flight under a limit of
-    1). One count of a drainer at a time."""
+    1). One count of a drainer at a time. Since counts read the allocation before they list the leases (seeds 712
+    and 983, below), the late answer that shows it is the listing's."""
     services = configure()
     state = await services.storage.ensure_container(services.settings.state_container)
     queue = services.settings.work_queue
@@ -148,17 +161,14 @@ async def test_a_count_answered_late_takes_back_no_place_a_later_count_gave_up(c
         await giver.count()
         assert giver.capacity == 1
 
-        # The giver counts again while it leases alone; storage answers that count's read late.
-        held, go, restore = _hold_next_read(monkeypatch, reaches_storage_late=False)
-        slow = asyncio.create_task(giver.count())
-        await held.wait()
-        restore()
+        # The giver counts again while it leases alone; storage answers that count's listing of the leases late.
+        go, slow = await _count_held(monkeypatch, giver, held_at="listing")
 
         # Meanwhile slot 0, which ranks first, leases; the giver counts once more, and the taker counts.
         assert await early.acquire()
         await giver.count()
         await taker.count()
-        go.set()  # the late read's answer arrives
+        go.set()  # the late listing's answer arrives
         await slow
         assert (giver.capacity or 0) + (taker.capacity or 0) <= 1, (
             f"claims of {giver.capacity} and {taker.capacity} place(s) under HANDLER_MAX_IN_FLIGHT=1"
@@ -229,10 +239,7 @@ async def test_a_count_answered_late_keeps_the_claim_of_a_drainer_that_leased_me
     newcomer = HandlerLimits(state, layout.lease_blob(queue, 1), items_per_s=None, in_flight=2, clock=lambda: 0.0)
     try:
         # The request reaches storage late: it reads what was written meanwhile.
-        held, go, restore = _hold_next_read(monkeypatch, reaches_storage_late=True)
-        slow = asyncio.create_task(claim.count())
-        await held.wait()
-        restore()
+        go, slow = await _count_held(monkeypatch, claim, held_at="read")
 
         # Meanwhile slot 1 leases again and counts: its slot's entry says one place.
         assert await again.acquire()
