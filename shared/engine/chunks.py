@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import nullcontext
 from datetime import datetime, timezone
 from typing import Any
@@ -33,6 +33,7 @@ from shared.core.errors import (
     StorageError,
 )
 from shared.engine import sync_calls
+from shared.engine.handler_calls import HandlerCalls
 from shared.engine.limits import HandlerLimits
 from shared.handlers import ChunkContext, ChunkResult, ItemOutcome, checked, is_async
 from shared.services import Services
@@ -65,9 +66,7 @@ class ChunkWork:
         self.limits: HandlerLimits | None = None  # the session's share of the app-wide handler limits
         self._ended_listing: asyncio.Future[None] | None = None
         self._pruning: set[asyncio.Future[int]] = set()  # old ended markers being deleted (held till done)
-        self._calls: set[asyncio.Task[Any]] = set()  # tasks awaiting an async handler call (`end_calls` ends them)
-        self._ending_calls: set[asyncio.Task[Any]] = set()  # those `end_calls` cancelled
-        self.sync_calls = 0  # sync handler calls awaited now: a thread cannot be ended, its call holds its place
+        self.calls = HandlerCalls()  # the session's handler calls: async ones it can end, sync ones it waits for
 
     async def admission(self, header: ChunkHeader) -> Admission:
         verdict = await self._committed(header)
@@ -338,55 +337,20 @@ class ChunkWork:
         if self.ending():
             raise SessionEnding("the drain session starts no more handler calls")
 
-    async def _endable(self, call: Awaitable[Any]) -> Any:
-        """An async handler's call, awaited in the chunk's own task (no task more: the loop's order stays as it
-        was), which `end_calls` can cancel while it awaits the call: then SessionEnding (none of its items has an
-        outcome; the chunk is handled again). A cancel from elsewhere (the function's end) stays a cancel."""
-        task = asyncio.current_task()
-        assert task is not None
-        self._calls.add(task)
-        try:
-            return await call
-        except asyncio.CancelledError:
-            if self._ended_here(task):
-                raise SessionEnding("the handler call was ended: the session's lease may lapse") from None
-            raise
-        finally:
-            self._calls.discard(task)
-            self._ended_here(task)  # a call that returned all the same: its result stands, the cancel taken back
-
-    def _ended_here(self, task: asyncio.Task[Any]) -> bool:
-        """Whether `end_calls` cancelled `task` and nothing else did (its cancel is then taken back)."""
-        if task not in self._ending_calls:
-            return False
-        self._ending_calls.discard(task)
-        return task.uncancel() == 0
-
-    def end_calls(self) -> int:
-        """Cancel the async handler calls running, each where it awaits the handler; answers how many. A sync
-        handler's thread cannot be ended: its call runs on, holding its place in this session's claim, until it
-        returns (or the function's timeout ends the process)."""
-        for task in self._calls - self._ending_calls:
-            self._ending_calls.add(task)
-            task.cancel()
-        return len(self._calls)
-
     async def _run_handler(self, header: ChunkHeader, items: list[Any], context: ChunkContext) -> ChunkResult | None:
         """The handler's result; None if a sync handler's thread found the call must not start (judge again)."""
-        handler = self.s.handler
+        handler, calls = self.s.handler, self.calls
         try:
             if is_async(handler):
-                raw = await self._endable(handler(items, context))  # type: ignore[arg-type]
+                raw = await calls.endable(handler(items, context))  # type: ignore[arg-type]
             else:
-                self.sync_calls += 1
-                try:
-                    raw = await sync_calls.call(lambda: handler(items, context), lambda: self._still_runs(header))
-                finally:
-                    self.sync_calls -= 1
+                raw = await calls.on_thread(
+                    lambda: handler(items, context), lambda: self._still_runs(header), self.limits
+                )
                 if raw is sync_calls.NOT_READY:
                     return None
                 if asyncio.iscoroutine(raw):
-                    raw = await self._endable(raw)
+                    raw = await calls.endable(raw)
             return checked(raw, len(items))
         except (asyncio.CancelledError, Overloaded, SessionEnding):
             raise  # overload: the drainer backs off (shared.engine.drainer), no item has an outcome

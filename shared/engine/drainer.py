@@ -208,10 +208,14 @@ class Drainer(ExpressPages):
             more = await self._drain(lease)
             await self._record_quiet()
         finally:
-            guard.cancel()
-            if self.chunks.limits is not None:
-                await self.chunks.limits.release()
-            await lease.release()
+            try:  # the claim keeps the places of sync calls left running, the lease keeps renewing, till they return
+                returned = await self.chunks.calls.returned(lease)
+            finally:
+                guard.cancel()
+            if returned:
+                if self.chunks.limits is not None:
+                    await self.chunks.limits.release()
+                await lease.release()
             if not lease.released:
                 self._lease_held_until = lease.expires_at + timedelta(milliseconds=WAKE_MARGIN_MS)
         # Only a session that ends without being cancelled or crashing withdraws its watchdog.
@@ -228,10 +232,10 @@ class Drainer(ExpressPages):
         HANDLER_MAX_IN_FLIGHT)."""
         await lease.lapsing()
         lease.lost.set()
-        ended = self.chunks.end_calls()
+        ended = self.chunks.calls.end_calls()
         log.warning("drain lease %s/%d may lapse, not renewed for %.0f s: %d async handler call(s) ended, %d sync "
                     "call(s) run on", self.queue_name, self.slot, lease.lease_s - lease.lapses_in(), ended,
-                    self.chunks.sync_calls)  # fmt: skip
+                    self.chunks.calls.sync_calls)  # fmt: skip
 
     async def _drain(self, lease: DrainLease) -> bool:
         """Receivers start at one and grow (up to RECEIVERS) while pages come back full."""

@@ -25,6 +25,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from azure.storage.blob.aio import ContainerClient
 
@@ -158,6 +159,7 @@ class HandlerLimits:
         self._drainers = 1  # leasing at the last count
         self._fair_chunks: int | None = None  # this drainer's fair part of HANDLER_MAX_IN_FLIGHT at the last count
         self._changed = asyncio.Condition()
+        self._notifying: set[asyncio.Future[None]] = set()  # a place freed by a thread, told to the chunks waiting
 
     @classmethod
     def for_session(
@@ -273,6 +275,23 @@ class HandlerLimits:
     async def _recount_if_due(self) -> None:
         if self.clock() - self._counted_at >= refresh_s(self._drainers):
             await self.count()
+
+    def hold_until(self, thread: asyncio.Future[Any]) -> None:
+        """Keep an in-flight place taken until `thread` is done: the place of a chunk given up (its task cancelled,
+        `admit` giving its place back) while its sync call's thread runs on (`shared.engine.handler_calls`). The
+        place counts in `_busy`, so no chunk is admitted into it and no count lowers the claim below it."""
+        self._busy += 1
+        thread.add_done_callback(self._freed)
+
+    def _freed(self, _: asyncio.Future[Any]) -> None:
+        self._busy -= 1
+        notifying = asyncio.ensure_future(self._notify())  # the chunks waiting for a place hear it come free
+        self._notifying.add(notifying)
+        notifying.add_done_callback(self._notifying.discard)
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
 
     def may_receive(self, now: float) -> bool:
         """Whether this claim has room for a chunk: an in-flight place (if that limit is set), and a start

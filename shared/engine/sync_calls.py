@@ -8,7 +8,8 @@ call gets a thread as it is made (the drainer's places, CHUNK_CONCURRENCY and on
 bound how many run at once), and the thread judges the chunk once more just before it calls the handler
 (`ready`: a look, with no I/O, at what the process knows: its ended batches as last listed, and the chunk's
 deadline by the clock). A call that is not ready is not made: its caller judges again on the loop (listing the
-ended markers if they are stale) and calls again.
+ended markers if they are stale) and calls again. A thread cannot be ended: its call keeps its place until it
+returns, whatever becomes of the task that awaited it (`shared.engine.handler_calls`).
 """
 
 from __future__ import annotations
@@ -55,12 +56,14 @@ class ThreadPerCall(Executor):
 THREADS = ThreadPerCall("handler")
 
 
-async def call(fn: Callable[[], Any], ready: Callable[[], bool]) -> Any:
-    """`fn()` on a thread of its own if `ready()` holds as the thread begins it (then its result, or its
-    exception), else NOT_READY. The call runs in the caller's context (its span, its logging context)."""
+def start(fn: Callable[[], Any], ready: Callable[[], bool]) -> asyncio.Future[Any]:
+    """`fn()` on a thread of its own if `ready()` holds as the thread begins it, as a future: its result (or its
+    exception), else NOT_READY. The call runs in the caller's context (its span, its logging context). The future
+    is the thread's: a task that awaits it through `asyncio.shield` can be cancelled and the future still says
+    when the thread returns (`shared.engine.handler_calls`)."""
     context = contextvars.copy_context()
 
     def begin() -> Any:
         return context.run(fn) if ready() else NOT_READY
 
-    return await asyncio.get_running_loop().run_in_executor(THREADS, begin)
+    return asyncio.get_running_loop().run_in_executor(THREADS, begin)

@@ -127,6 +127,15 @@ class DrainLease:
         except StorageError as e:
             log.debug("rate of %s/%d not written: %s", self.queue, self.slot, e)
 
+    def abandon(self) -> None:
+        """Stop renewing without releasing: the lease lapses by itself within its period (`expires_at`). For a
+        session cancelled while a call it cannot end still runs: the slot, and the claim under it, stay taken
+        until then rather than go to the next holder beside that call."""
+        if self._renewer is not None:
+            self._renewer.cancel()
+            self._renewer = None
+        self._lease = None
+
     async def release(self) -> None:
         if self._renewer is not None:
             self._renewer.cancel()

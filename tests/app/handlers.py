@@ -7,6 +7,7 @@ count how often each item was handled.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -34,8 +35,8 @@ def reset() -> None:
     attempts_seen.clear()
     on_chunk.clear()
     started_at.clear()
-    global entered, release
-    entered, release = asyncio.Event(), asyncio.Event()
+    global entered, release, gate
+    entered, release, gate = asyncio.Event(), asyncio.Event(), SyncGate()
 
 
 OVERLOADED_CALLS = 3
@@ -150,4 +151,43 @@ def slow_sync(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
     time.sleep(SLOW_SYNC_S)
     for item in items:
         calls[item_id(item)] += 1
+    return ChunkResult([ItemOutcome.success() for _ in items])
+
+
+GATE_WAIT_S = 120.0  # the longest a gated call blocks its thread (a failed test must not leave it running)
+
+
+class SyncGate:
+    """What `gated_sync` shares with its test (its calls run on threads of their own): the first call blocks its
+    thread until `open` is set; the calls in flight are counted, and `events` notes each call's return."""
+
+    def __init__(self) -> None:
+        self.open = threading.Event()
+        self.lock = threading.Lock()
+        self.started: list[str] = []  # the batch of each call, as it began
+        self.in_flight = 0
+        self.most = 0  # the most calls in flight at once
+        self.events: list[str] = []  # "call returned" as each call ends (a test adds its own events)
+        self.on_start: Callable[[], None] | None = None  # called on the call's thread as it begins
+
+
+gate = SyncGate()
+
+
+def gated_sync(items: Sequence[Any], context: ChunkContext) -> ChunkResult:
+    """A sync handler whose first call blocks its thread until `gate.open` is set; succeeds on every item."""
+    with gate.lock:
+        gate.started.append(context.batch_id)
+        first = len(gate.started) == 1
+        gate.in_flight += 1
+        gate.most = max(gate.most, gate.in_flight)
+    if gate.on_start is not None:
+        gate.on_start()
+    try:
+        if first:
+            gate.open.wait(GATE_WAIT_S)
+    finally:
+        with gate.lock:
+            gate.in_flight -= 1
+            gate.events.append("call returned")
     return ChunkResult([ItemOutcome.success() for _ in items])
