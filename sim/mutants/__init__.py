@@ -7,15 +7,15 @@ it) and the invariant that failed, or that none did within its seed budget.
 One module per family of defects, each beside the invariant that guards against them: `admission` (handler calls of
 uncommitted or replaced attempts, what a submit answers), `looks` (the look bound), `engine` (held messages, handler
 limits, high starts, time, errors), `reports` (the status route, the batch list, the export), `costs` (storage
-transactions), `idle` (what an idle app costs), `lifecycle` (cancel, expiry, stamps, notices, replay), `outcomes`
-(what an item ends as), `replaying` (what a replay promises its caller), `notices` (notice attempts, the callback
-allow list, what the status route shows of a failed attempt), `carriers` (a replay's carrier), `claims` (a drainer's
-claim on the handler limits), `counts` (a drainer's counts of it, one at a time), `lapse` (handler calls past their
-drainer's lease), `records` (a record's positions), `redelivery` (a recorded chunk that comes back), `history` (the
-cancel bound under late listings, costs that grow with history), `doorbells` (scheduled doorbells, a flood's late
-ones), `requests` (how a malformed request is refused), `replay_bounds` (a replay's time, the stale copies it
-leaves), `replay_steps` (what a killed background step leaves). `hunting` hunts the seeds (in parallel processes),
-`runner` is the command, `verify` tries each row of the table as measured again.
+transactions), `idle` (what an idle app costs), `lifecycle` (cancel, expiry, stamps, notices, replay), `outcomes` (what
+an item ends as), `replaying` (what a replay promises its caller), `notices` (notice attempts, the callback allow list,
+what the status route shows of a failed attempt), `carriers` (a replay's carrier), `claims` (a drainer's claim on the
+handler limits), `counts` (a drainer's counts of it, one at a time), `lapse` (handler calls past their drainer's lease),
+`places` (a sync call's place kept till its thread returns), `records` (a record's positions), `redelivery` (a recorded
+chunk that comes back), `history` (the cancel bound under late listings, costs that grow with history), `doorbells`
+(scheduled doorbells, a flood's late ones), `requests` (how a malformed request is refused), `replay_bounds` (a replay's
+time, the stale copies it leaves), `replay_steps` (what a killed background step leaves). `hunting` hunts the seeds (in
+parallel processes), `runner` is the command, `verify` tries each row of the table as measured again.
 
 A defect this cannot catch is in the table too, with why (a path the simulated world never takes, a fault it
 does not model). A fix that cannot be put back as a patch of today's code has no mutant.
@@ -38,6 +38,7 @@ from sim.mutants import (
     looks,
     notices,
     outcomes,
+    places,
     records,
     redelivery,
     replay_bounds,
@@ -62,6 +63,7 @@ MUTANTS: list[Mutant] = [
     *carriers.MUTANTS,
     *claims.MUTANTS,
     *lapse.MUTANTS,
+    *places.MUTANTS,
     *counts.MUTANTS,
     *records.MUTANTS,
     *redelivery.MUTANTS,
