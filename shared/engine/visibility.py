@@ -6,7 +6,8 @@ the message's lock (settling takes the same lock, so an extension never races a 
 
 The work runs in the caller's own task; a timer starts an extension only when one is due (a chunk settled within
 60% of the timeout, the common case, costs no task and no wait of its own: issue 42). A failed extension cancels
-the work and its error is what the caller sees, as before.
+the work and its error is what the caller sees, as before (a sync handler's thread runs on, its call keeping its
+place until it returns: `shared.engine.handler_calls`).
 """
 
 from __future__ import annotations
