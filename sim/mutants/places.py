@@ -39,5 +39,6 @@ MUTANTS = [
     Mutant("sync-place-given-back", "ad38ba4 (found here)", "a chunk given up while its sync handler call's thread "
            "runs (a failed visibility extension) gives the call's place back, and its session its claim and lease: "
            "the next chunk is admitted beside the running thread", _sync_place_given_back, family="replay",
-           expect="handler calls in flight", invariant="handler calls in flight never above `HANDLER_MAX_IN_FLIGHT`"),
+           seeds=700, expect="handler calls in flight",
+           invariant="handler calls in flight never above `HANDLER_MAX_IN_FLIGHT`"),
 ]  # fmt: skip
