@@ -39,6 +39,7 @@ from sim.doors import callers
 from sim.doors.callers import routed
 from sim.faults import Faults
 from sim.host import INSTANCE, Call, Instance, environment
+from sim.lapses import Lapses
 from sim.loop import SimLoop, Stalled
 from sim.outcome import Outcome, Violation
 from sim.receiver import Receiver, routed_notices
@@ -62,6 +63,7 @@ class World:
         self.account = Account()
         self.faults = Faults(self)  # the scenario's fault plan, asked by the world's parts
         self.sessions = Sessions(self)  # what the world sees of the host's work, checked as it goes
+        self.lapses = Lapses(self)  # drain leases as storage kept them (`sim.sessions`' handler limit)
         self.server = simstorage.StorageServer(
             self.account, self.world_time, self.rng, observe=self.sessions.on_storage
         )

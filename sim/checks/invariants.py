@@ -213,6 +213,7 @@ def held_watched(world: World) -> Iterator[None]:
             time_watched(world),
             errors_watched(world),
             incidents_watched(world),
+            world.lapses.watched(),  # the renewals storage did not answer (`sim.lapses`)
             looks_charged(world, look_cost),  # each look at the ended batches held to its cost (`sim.checks.costs`)
             stops_watched(world),  # no lost wake-up, judged as each drain stops (`sim.checks.wakeups`)
         ):

@@ -10,9 +10,9 @@ a thread's start for each call the partition's drainers started meanwhile before
 the work it was received with, or a lane served ahead of it, as any visible chunk does (`docs/api.md` promises the
 doorbell rung as it goes back, not a place ahead of the queue). A chunk of a batch cancelled or expired by then has
 no call (it is discarded). Excused where nothing could take it up in time whatever rang: Service Bus losing
-messages (the doorbell may be lost), a handler call hanging in that partition (its session holds the partition past
-its budget), hung calls holding every instance, or, with HANDLER_MAX_IN_FLIGHT set, a call hung anywhere (its
-drainer's claim may hold all of the limit).
+messages (the doorbell may be lost), a handler call hanging in that partition, begun before or after the chunk went
+back (its session holds the partition past its budget; a chunk behind it waits), hung calls holding every
+instance, or, with HANDLER_MAX_IN_FLIGHT set, a call hung anywhere (its drainer's claim may hold all of the limit).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ async def check(world: World, partition: str, batch_id: str, index: int, earlies
         started = [
             c.started_s for c in world.calls if (c.batch_id, c.chunk) == (batch_id, index) and c.started_s >= earliest
         ]
-        if any(at <= due for at in started) or excused(world, partition, back, bound) or closed(world, batch_id):
+        if any(at <= due for at in started) or excused(world, partition, back, bound, due) or closed(world, batch_id):
             return
         # The drainer at work in the partition takes the chunk up in its turn: each call that came first (a chunk
         # received before it, or of a lane served ahead of it) may take the slowest handler time and a thread start.
@@ -85,11 +85,14 @@ async def check(world: World, partition: str, batch_id: str, index: int, earlies
     )
 
 
-def excused(world: World, partition: str, back: float, bound: float) -> bool:
+def excused(world: World, partition: str, back: float, bound: float, due: float) -> bool:
+    """A call hung before the chunk was `due`, whether before or after it went back `back` (a chunk received
+    with it, or taken up first, waits behind it: replay seed 690), and still hanging."""
     scenario, settings = world.scenario, world.settings
     if scenario.bus_lose:
         return True
-    hung = [c for c in world.calls if c.ended_s is None and back + bound - FUNCTION_TIMEOUT_S <= c.started_s <= back]
+    earliest = back + bound - FUNCTION_TIMEOUT_S  # a call hung before this has ended with its function
+    hung = [c for c in world.calls if c.ended_s is None and earliest <= c.started_s <= due]
     if any(partition_for(world, c.batch_id, c.chunk) == partition for c in hung):
         return True
     # With HANDLER_MAX_IN_FLIGHT set, a call hung anywhere holds its drainer's claim on the limit, which can be

@@ -37,7 +37,13 @@ class BlobOps(ServerBase):
                 return "ListBlobs", self.serve("ListBlobs", lambda: self.list_blobs(container, query))
             return "Unsupported", self.serve("Unsupported", self._unsupported)
         if method == "PUT" and comp == "lease":
-            return "LeaseBlob", self.serve("LeaseBlob", lambda: self.lease(container, blob, headers))
+            reply = self.serve("LeaseBlob", lambda: self.lease(container, blob, headers))
+            if reply.status < 300 and self.observe is not None:  # a lease's tenure (`sim.lapses`)
+                lease = self._blob(container, blob).lease
+                lease_id = reply.headers.get("x-ms-lease-id") or headers.get("x-ms-lease-id") or ""
+                action = headers.get("x-ms-lease-action", "")
+                self.observe("LeaseBlob", self.caller, (action, blob, lease_id, lease and lease.expires_s))
+            return "LeaseBlob", reply
         if method == "PUT" and comp == "metadata":
             return "SetBlobMetadata", self.serve(
                 "SetBlobMetadata", lambda: self.set_blob_metadata(container, blob, headers)
