@@ -62,6 +62,7 @@ CAUGHT = [
     ("look-lists-every-marker", 0),  # history: a drainer's look costs what docs/api.md states (issue 36 item 9)
     ("page-reads-a-window", 0),  # history: a results page costs what docs/api.md states (issue 36 item 9)
     ("replay-rings-at-end", 55),  # replay: a replay announces what it puts back (the audit's; issue 26 item 5)
+    ("lease-renewed-once-per-period", 3),  # limits: calls in flight never above HANDLER_MAX_IN_FLIGHT (the audit's)
     ("no-look-chain", 1),  # storage, every doorbell lost: the look bound after a 202
     ("delete-before-record", 9),  # storage, result writes failing: every accepted batch completes
     ("doorbell-attempt-is-storage-word", 8),  # submit, forged doorbells: every accepted batch completes
