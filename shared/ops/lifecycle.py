@@ -108,10 +108,12 @@ async def end(services: Services, batch_id: str, how: str) -> None:
 
 async def finalize(services: Services, batch_id: str) -> dict[str, Any] | None:
     """If the batch is final and not yet stamped so: store its completion notice, stamp it and answer its final
-    status (None otherwise). The notice comes first (create-only, idempotent), so that whatever dies between
-    the two writes, a stamped batch has its notice; one that died before the stamp is stamped by the next
-    caller, and the timer's sweep (`shared.ops.notice_sweep`) is that caller when nothing else comes. An ended
-    batch's marker stays (`shared.store.ended.KEEP_S`)."""
+    status (None otherwise). The stamp comes first, over the manifest's ETag, the one write a cancel's end
+    (`shared.store.ended.end`) races: the notice (create-only, idempotent) states only a status that won, never
+    one the end overturned after it was read (the simulation's lifecycle seed 601: a `completed` notice of a batch
+    then `cancelled`). A process that dies between the stamp and the notice leaves a stamped batch without one:
+    the timer's sweep (`shared.ops.notice_sweep`, `noticed`) stores it. An ended batch's marker stays
+    (`shared.store.ended.KEEP_S`)."""
     return await _finalized(services, batch_id, *await read(services, batch_id))
 
 
@@ -124,7 +126,6 @@ async def _finalized(
     status = batch_status(manifest, entries, datetime.now(timezone.utc))
     if status["status"] not in FINAL or manifest.final_status is not None:
         return None
-    await notices.batch_final(services, manifest, status)  # none unless it named a callback
     await quota_gate.release(services, manifest)  # before the stamp: a crash between the two releases it again
     stamped = replace(manifest, final_status=status["status"], finished_at=datetime.now(timezone.utc).isoformat())
     try:
@@ -135,8 +136,10 @@ async def _finalized(
             etag=etag,
         )
     except PreconditionFailed:
-        return None  # changed meanwhile: whoever changed it (or the next look) decides
+        return None  # changed meanwhile (a cancel's end): whoever changed it (or the next look) decides
     log.info("batch %s final: %s (%s)", batch_id, status["status"], status["items"])
+    # Only after the stamp won: a notice written before it stated a status a cancel's end could still overturn.
+    await notices.batch_final(services, manifest, status)  # none unless it named a callback
     return status
 
 

@@ -1,17 +1,22 @@
 """The fallback timer's net for completion notices: every batch that named a callback and is final has a notice,
 and every pending notice has its attempt on Service Bus, whatever died when.
 
-A notice is stored before its batch is stamped final (`shared.ops.lifecycle.finalize`), and `finalize` runs
+A notice is stored after its batch is stamped final (`shared.ops.lifecycle.finalize`), and `finalize` runs
 after each drain execution that settled chunks of the batch. A host killed after a batch's last chunk and
-before that call, or a storage error in it, leaves a final batch that nobody looks at again; this sweep does:
+before that call (or between the stamp and the notice), or a storage error in it, leaves a final batch that nobody
+looks at again; this sweep does:
 it lists the stored notices, then the batch index back to HORIZON_S ago, and checks the batches that named a
 callback (the index entry says so) and have no notice yet.
 
 Cost per tick (the fallback timer's, every 6 h by default): one listing per 5,000 notices, one listing of the
 index per 5,000 batches accepted within HORIZON_S, and for at most MAX_CHECKS of the batches with a callback
 and no notice (a random choice among them when there are more, so that none is starved) one manifest read and
-one result listing each, plus the notice's write and Service Bus message for one found final. A batch with a
-callback costs those two reads at every tick while it runs; a batch without one costs nothing.
+one result listing each, plus for one found final its stamp when it has none (with the tenant quota's release
+when limits are on) and the notice's write and Service Bus message. A batch with a callback costs those two reads
+at every tick while it runs; a batch without one costs nothing. A notice follows its stamp (`finalize`), so a
+stamp storage refused is retried here at each tick, one write per batch final by its records and unstamped, and
+its notice goes at the first tick after storage takes it: no read is added for that, the batches checked are the
+same.
 """
 
 from __future__ import annotations

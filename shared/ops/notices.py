@@ -309,15 +309,16 @@ def failure_reason(error: BaseException) -> str:
 
 
 async def for_status(services: Services, manifest: Manifest, status: dict[str, Any]) -> dict[str, Any] | None:
-    """The `callback` part of a batch's status (one read); heals a final batch whose notice was never stored
-    and a notice whose event was lost."""
+    """The `callback` part of a batch's status (one read); heals a batch stamped final whose notice was never
+    stored and a notice whose event was lost. A batch final by its records but not stamped gets no notice here: a
+    cancel's end could still overturn that status (`shared.ops.lifecycle.finalize` stamps, then notices)."""
     if manifest.callback_url is None:
         return None
     try:
         notice, _ = await read(services, manifest.batch_id)
     except ResourceMissing:
-        if status["status"] not in webhooks.FINAL_STATUSES:
-            return {"url": manifest.callback_url, "state": "waiting"}
+        if status["status"] not in webhooks.FINAL_STATUSES or manifest.final_status is None:
+            return {"url": manifest.callback_url, "state": "waiting"}  # unstamped: the stamp decides, then notices
         created = await batch_final(services, manifest, status)
         assert created is not None
         return created.view()

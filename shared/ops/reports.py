@@ -20,10 +20,10 @@ from shared.core.lanes import Lane
 from shared.engine import lane_queues
 from shared.engine.rates import QUEUE_TARGET_PER_S, advice
 from shared.ops import costs, notices
-from shared.ops.lifecycle import no_batch, visible
+from shared.ops.lifecycle import finalize, no_batch, read, visible
 from shared.ops.listing import ListFilter
 from shared.ops.progress import batch_progress
-from shared.ops.status import batch_status
+from shared.ops.status import FINAL, batch_status
 from shared.services import Services
 from shared.store import batch_index, quotas
 from shared.store.fallback_state import to_view
@@ -40,8 +40,9 @@ STARTED_AT = datetime.now(timezone.utc).isoformat()
 
 
 async def read_batch_status(services: Services, batch_id: str, caller: Caller | None = None) -> dict[str, Any]:
-    """Manifest (one read) plus one listing of its result blobs with their metadata (and its notice, one read).
-    Another tenant's batch: the 404 of an unknown id, after the same one read."""
+    """Manifest (one read) plus one listing of its result blobs with their metadata (and its notice, one read);
+    once, for a batch final by its records and not yet stamped, its finalize (a read, a listing, the stamp and its
+    notice) and a read and a listing again. Another tenant's batch: the 404 of an unknown id, after the same read."""
     if not is_batch_id(batch_id):
         raise no_batch(batch_id)
     settings = services.settings
@@ -53,6 +54,12 @@ async def read_batch_status(services: Services, batch_id: str, caller: Caller | 
     visible(manifest, caller)
     entries = await list_entries(services.storage.container(settings.results_container), batch_id)
     status = batch_status(manifest, entries, datetime.now(timezone.utc))
+    if status["status"] in FINAL and manifest.final_status is None:
+        # Final by its records, not yet stamped: stamp it (and store its notice) first, over the manifest's ETag, so
+        # that neither this answer's notice nor a cancel's end can overturn the other (lifecycle seed 601).
+        await finalize(services, batch_id)
+        manifest, _, entries = await read(services, batch_id)
+        status = batch_status(manifest, entries, datetime.now(timezone.utc))
     if manifest.metadata:
         status["metadata"] = manifest.metadata
     if status["chunks"]["pending"]:

@@ -185,7 +185,7 @@ def notices_delivered(world: World, batch_id: str, manifest: dict[str, Any], sta
     final_s = datetime.fromisoformat(stamped).timestamp() - EPOCH_S if stamped else world.now_s()
     blob = world.account.containers.get(world.settings.state_container, {}).get(notice_blob(batch_id))
     notice = _json(blob.data) if blob is not None else {}
-    if notice:  # stored as the batch became final, before its stamp (which a death can leave unwritten)
+    if notice:  # stored after its stamp (lifecycle seed 601); one stored before it would count from then
         final_s = min(final_s, float(notice["created_s"]) - EPOCH_S)
     spans = getattr(world.scenario, "receiver", [])
     if any(span.end_s > final_s for span in spans):

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
+from shared.batch.results import successes
 from tests.faults.stack import Stack, call, started, wait_until
-from tests.receiver import new_secret, quiet_port, receiving
+from tests.receiver import Received, Receiver, new_secret, quiet_port, receiving
 
 pytestmark = pytest.mark.faults
 
@@ -186,10 +187,14 @@ def attempted(stack: Stack, batch_id: str) -> dict[str, Any] | None:
 
 
 @pytest.mark.timeout(300)
-def test_a_batch_whose_final_stamp_storage_refuses_still_gets_its_notice(stack: Stack) -> None:
+def test_a_batch_whose_final_stamp_storage_refuses_gets_its_notice_from_the_sweep_once_the_stamp_goes_through(
+    stack: Stack,
+) -> None:
     # Issue 36 item 3 on the whole stack: storage refuses the final stamp (the test holds a lease on the manifest,
-    # so the host's write is a 412), which finalize used to meet before storing the notice: none was ever sent.
-    # Nothing here reads the batch's status (a status read would heal it).
+    # so the host's write is a 412). A notice states only a status that won the stamp (issue 37, lifecycle seed
+    # 601), so none goes while the stamp is refused; the timer's sweep (every 5 s here) finalizes the batch again,
+    # and once storage takes the stamp, stamps it and stores its notice. Nothing here reads the batch's status (a
+    # status read would finalize it too).
     with receiving(SECRET, port=PORT) as receiver:
         reply = submit(stack, 5, receiver.url("/stamp"), not_before="3")  # time to take the lease before it runs
         assert reply.status == 202, reply.body
@@ -198,12 +203,33 @@ def test_a_batch_whose_final_stamp_storage_refuses_still_gets_its_notice(stack: 
             manifest = service.get_blob_client(stack.settings["BATCHES_CONTAINER"], f"{batch_id}/manifest.json")
             lease = manifest.acquire_lease(lease_duration=-1)
             try:
-                wait_until(lambda: receiver.count() >= 1, 90, "the completion notice")
-                stamped = json.loads(manifest.download_blob().readall()).get("final_status")
+                wait_until(lambda: recorded(stack, batch_id) == 5, 90, "every item recorded")
+                ticks = stack.invocations("fallback_poll")
+                wait_until(lambda: stack.invocations("fallback_poll") >= ticks + 2, 60, "a whole sweep after that")
+                refused = json.loads(manifest.download_blob().readall()).get("final_status")
+                assert not of_batch(receiver, batch_id), "no notice while the stamp is refused"
+                assert not has_notice(stack, batch_id), "none stored either"
             finally:
                 lease.release()
-    assert stamped is None, "the stamp was refused"
-    got = receiver.got[0]
+            wait_until(lambda: of_batch(receiver, batch_id), 90, "the notice once the stamp goes through")
+            stamped = json.loads(manifest.download_blob().readall()).get("final_status")
+    assert refused is None, "the stamp was refused"
+    assert stamped == "completed"
+    got = of_batch(receiver, batch_id)[0]
     assert got.verified
-    assert got.json()["data"]["batch_id"] == batch_id
     assert got.json()["type"] == "batch.completed"
+
+
+def of_batch(receiver: Receiver, batch_id: str) -> list[Received]:
+    """The attempts `receiver` got of this batch's notice (an earlier test's batch may still retry to its port)."""
+    return [got for got in receiver.got if got.json()["data"]["batch_id"] == batch_id]
+
+
+def recorded(stack: Stack, batch_id: str) -> int:
+    """How many items of the batch have an outcome recorded (read from storage, not through the status route)."""
+    return sum(len(successes(r)) + len(r.get("failed") or []) for r in stack.result_records(batch_id))
+
+
+def has_notice(stack: Stack, batch_id: str) -> bool:
+    with stack.blobs() as service:
+        return bool(service.get_blob_client(stack.state_container, f"notices/{batch_id}.json").exists())
