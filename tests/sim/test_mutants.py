@@ -45,6 +45,7 @@ CAUGHT = [
     ("sync-judged-before-the-pool", 26),  # lifecycle: no sync call past expires_at (issue 36 items 4, 13)
     ("discard-replaces-outcome", 2),  # lifecycle: cancelled or expired only unrun (issue 36 item 2)
     ("replay-strands-chunk", 17),  # lifecycle: a replayed chunk is never stranded (issue 36 item 1)
+    ("notice-lost-at-kill", 11),  # lifecycle: every final batch with a callback gets its notice (issue 36 item 3)
     ("closed-chunks-starve-replay", 1),  # replay: a synchronous replay makes progress (issue 36 item 5)
     ("keyed-retry-rings-at-once", 4),  # schedule: progress (issue 36 item 6, the keyed half)
     ("deferred-doorbell-rings-at-once", 3),  # schedule: progress (issue 36 item 6, the deferral half)
