@@ -11,6 +11,8 @@ from typing import Any
 from shared.handlers import ItemOutcome
 
 MAX_ID_CHARS = 200  # an item's "id" longer than this is not kept in its result record
+# How a chunk parked unrun after its last attempt without an outcome says so (`unanswered`).
+NO_OUTCOME = "no outcome"
 
 _first, _second = itemgetter(0), itemgetter(1)
 _ok, _value = attrgetter("ok"), attrgetter("value")
@@ -164,3 +166,36 @@ def discarded(
     expired = list(positions) if why == "expired" else []
     ids = item_ids(positions, items)
     return ResultRecord(header_batch, chunk, gen, attempt, [], [], [], {}, cancelled, expired, ids, first)
+
+
+def past_last_attempt(attempt: int, max_attempts: int) -> bool:
+    """Whether a delivery with no record of its lineage calls no handler (`unanswered`). `attempt` is its dequeue
+    count less its skips, as every attempt is counted: a delivery that failed before the handler (storage down) or
+    whose record's update was lost counts one too. So the one delivery after the last attempt still calls the
+    handler, as before (any failure it returns is parked at once); a delivery past that one follows
+    `max_attempts` + 1 deliveries none of which recorded an outcome: each handler call hung until the function's
+    timeout, or its process died."""
+    return attempt > max_attempts + 1
+
+
+def unanswered(
+    *,
+    batch_id: str,
+    chunk: int,
+    gen: int,
+    positions: Sequence[int],
+    items: Sequence[Any],
+    attempt: int,
+    max_attempts: int,
+) -> Settlement:
+    """A chunk delivered past the delivery after its last attempt (`past_last_attempt`) with no outcome recorded
+    for its lineage: no handler call of the deliveries before returned (each ended by the function's timeout or a
+    crash). Every item parked failed, unrun, with the reason (a replay runs them again); its
+    batch can then become final."""
+    reason = (
+        f"{NO_OUTCOME} after {attempt - 1} deliveries (MAX_DEQUEUE_COUNT {max_attempts}): no handler call returned "
+        "(the function's timeout or a crash ended each)"
+    )
+    outcomes = [ItemOutcome.failure(reason, retryable=False)] * len(positions)
+    return settle(batch_id=batch_id, chunk=chunk, gen=gen, positions=positions, outcomes=outcomes, attempt=attempt,
+                  max_attempts=max_attempts, items=items)  # fmt: skip

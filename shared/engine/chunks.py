@@ -196,7 +196,7 @@ class ChunkWork:
             ) as span,
             tracing.about_batch(header.batch_id),
         ):
-            items, positions = await self._load_items(msg)
+            items, positions = await self.load_items(msg)
             placed = tuple(await self._batch_positions(header, positions))
             context = ChunkContext(header.batch_id, header.chunk, attempt, self.settings, placed)
             async with self.limits.admit(len(items), self.ending) if self.limits is not None else nullcontext():
@@ -237,7 +237,7 @@ class ChunkWork:
         its items cannot be loaded. A chunk tried before may have been handled and recorded by a delivery whose
         delete was lost: only the items no record of its lineage settled are discarded (one listing of the
         batch's results and a read of that record, for such chunks only)."""
-        items, positions = await self._load_items(msg)
+        items, positions = await self.load_items(msg)
         header = msg.header
         attempt = max(1, int(item.message.dequeue_count or 1) - header.skips)
         why = "expired" if verdict is Admission.EXPIRED else "cancelled"
@@ -307,7 +307,7 @@ class ChunkWork:
             start = sum((await self._manifest(header.batch_id)).chunk_sizes[: header.chunk])
         return [start + p for p in positions]
 
-    async def _load_items(self, msg: ChunkMessage) -> tuple[list[Any], list[int]]:
+    async def load_items(self, msg: ChunkMessage) -> tuple[list[Any], list[int]]:
         if msg.items is not None:
             return msg.items, msg.positions(len(msg.items))
         assert msg.blob is not None

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from shared.batch import envelope
 from shared.batch.batches import Admission
 from shared.batch.envelope import ChunkMessage
+from shared.batch.settlement import past_last_attempt, unanswered
 from shared.core.errors import MalformedEnvelope, NotRun, Overloaded, ResourceMissing, SessionEnding, StorageError
 from shared.core.settings import Settings
 from shared.engine.chunks import ChunkWork, Worked
@@ -115,10 +116,12 @@ class HeldMessages:
             await self._discard(item, msg, verdict)
             return None
         left = await self.chunks.recorded(item, msg)
+        attempt = max(1, item.dequeued - msg.header.skips)
         if left is not None:  # a delivery recorded it, then lost its update or delete: finish that settlement
-            attempt = max(1, item.dequeued - msg.header.skips)
             await self.settler.finish(item, msg, left, attempt)
             return None
+        if past_last_attempt(attempt, self.settings.max_dequeue_count):  # and no record: none returned, none made
+            return await self._unanswered(item, msg, attempt)
         lane = item.queue.queue_name
         if self.pause.active(lane, self.clock()):  # received before the back-off began: do not call downstream
             await self._overloaded(item, msg, None, started=self.clock())
@@ -140,6 +143,26 @@ class HeldMessages:
             return None
         self.pause.worked(lane)
         return worked
+
+    async def _unanswered(self, item: Received, msg: ChunkMessage, attempt: int) -> Worked | None:
+        """A chunk delivered past the delivery after its last attempt whose lineage no delivery recorded (a handler
+        hanging until the
+        function's timeout at every delivery would be delivered forever, its batch never final): its items parked
+        failed, unrun (`shared.batch.settlement.unanswered`), settled like any chunk's last attempt."""
+        header = msg.header
+        try:
+            items, positions = await self.chunks.load_items(msg)
+        except (MalformedEnvelope, ResourceMissing) as e:
+            await self.settler.poison_raw(item, f"chunk {header.chunk} of batch {header.batch_id}: {e}")
+            return None
+        log.warning(
+            "chunk %d of batch %s: no outcome recorded after %d deliveries (MAX_DEQUEUE_COUNT %d): parked unrun",
+            header.chunk, header.batch_id, attempt - 1, self.settings.max_dequeue_count,
+        )  # fmt: skip
+        metrics.item_outcomes(0, 0, len(positions), {"queue": self.queue_name})
+        settlement = unanswered(batch_id=header.batch_id, chunk=header.chunk, gen=header.gen, positions=positions,
+                                items=items, attempt=attempt, max_attempts=self.settings.max_dequeue_count)  # fmt: skip
+        return msg, items, positions, settlement
 
     async def _discard(self, item: Received, msg: ChunkMessage, verdict: Admission) -> None:
         """A chunk of an ended or expired batch: its items recorded as such, its handler never called."""

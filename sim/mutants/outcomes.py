@@ -49,7 +49,7 @@ def _discard_replaces_outcome() -> Iterator[None]:
         return sorted(best.values(), key=lambda e: e.key)
 
     async def discard(self: ChunkWork, item: Any, msg: Any, verdict: Admission) -> ResultRecord:
-        items, positions = await self._load_items(msg)
+        items, positions = await self.load_items(msg)
         header = msg.header
         attempt = max(1, int(item.message.dequeue_count or 1) - header.skips)
         why = "expired" if verdict is Admission.EXPIRED else "cancelled"

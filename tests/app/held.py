@@ -16,16 +16,26 @@ class Held:
         self.queue, self.message = queue, message
 
     async def release(self) -> None:
-        await self.queue.update_message(self.message, visibility_timeout=0)
+        """Put the chunk back as it was before the hold, undelivered: its text sent again, the held message deleted
+        (the hold is the test's, not a drainer's delivery; a chunk delivered past MAX_DEQUEUE_COUNT is parked)."""
+        await self.queue.send_message(self.message.content)
+        await self.queue.delete_message(self.message)
 
 
 async def hold_first_chunk(services: Any) -> Held:
-    """Hide the lowest-numbered chunk waiting on the work queue; every other one stays visible."""
+    """Hide the lowest-numbered chunk waiting on the work queue; every other one stays visible, and undelivered: it
+    is received one message at a time, in the queue's order, so the chunks before it (none, as a submit enqueues
+    them in order) are the only others a receive counts a delivery of (a chunk delivered past MAX_DEQUEUE_COUNT
+    is parked unrun)."""
     work = services.storage.queue(services.settings.work_queue)
-    received = [m async for m in work.receive_messages(max_messages=32, visibility_timeout=3600)]
-    assert received, "a chunk to hold"
-    first = min(received, key=lambda m: envelope.decode(m.content).header.chunk)
-    for m in received:
-        if m is not first:
-            await work.update_message(m, visibility_timeout=0)
-    return Held(work, first)
+    peeked = await work.peek_messages(max_messages=32)
+    assert peeked, "a chunk to hold"
+    lowest = min(envelope.decode(m.content).header.chunk for m in peeked)
+    passed = []
+    async for m in work.receive_messages(messages_per_page=1, visibility_timeout=3600):
+        if envelope.decode(m.content).header.chunk == lowest:
+            for other in passed:
+                await work.update_message(other, visibility_timeout=0)
+            return Held(work, m)
+        passed.append(m)
+    raise AssertionError(f"chunk {lowest} was not received")
