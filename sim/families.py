@@ -27,7 +27,7 @@ import random
 from dataclasses import replace
 
 from shared.ops.replay_marks import CLAIM_S
-from sim import claim_churn, history
+from sim import claim_churn, history, stuck
 from sim.doorbell_families import flood, schedule
 from sim.doors import malformed, notice_drills, replay_time, second_parks
 from sim.host import RESULTS
@@ -59,6 +59,7 @@ def draw(seed: int, *, faults: bool = True, family: str = "random") -> Scenario:
             basic.forge_doorbells = random.Random(f"forged-doorbells-{seed}").random() < 1 / 3
         if basic.faults and family == "limits":  # drawn apart: drainers joining and leaving (`sim.claim_churn`)
             claim_churn.churn(basic, submits)
+            stuck.aim(basic)  # drawn apart: a chunk whose handler hangs at every call
         return basic
     if family not in FAMILIES:
         raise ValueError(f"unknown scenario family {family!r}: one of {', '.join(FAMILIES)}")

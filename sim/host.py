@@ -26,6 +26,7 @@ from shared.store.fallback_state import BackoffStore
 from shared.store.storage import Storage, configured
 from shared.telemetry.metering import TransactionCounter
 from shared.watch import lookout
+from sim import stuck
 from sim.bus import SimPublisher
 from sim.clock import SKEW_S
 from sim.scenario import Scenario
@@ -123,9 +124,10 @@ class SimHandler:
         world.calls.append(call)
         return call
 
-    def hangs(self, context: ChunkContext) -> bool:
+    def hangs(self, context: ChunkContext, items: Sequence[Any]) -> bool:
         world = self.world
-        if world.rng.random() < world.scenario.handler_hang:
+        drawn = world.rng.random() < world.scenario.handler_hang  # drawn at every call, stuck or not
+        if drawn or stuck.always(world, items, context):
             world.note(f"handler hangs on {context.batch_id[:8]}/{context.chunk} at {self.instance.name}")
             world.hangs.append((self.instance.name, world.loop.time()))
             return True
@@ -136,7 +138,7 @@ class SimHandler:
         call = self.start(context, "async", world.loop.time())
         try:
             await asyncio.sleep(world.rng.uniform(*world.scenario.handler_s))
-            if self.hangs(context):
+            if self.hangs(context, items):
                 await asyncio.sleep(FUNCTION_TIMEOUT_S * 2)
             result = decide(world, items, call)
             call.ended_s = world.loop.time()
@@ -154,7 +156,7 @@ class SimSyncHandler(SimHandler):
         call = self.start(context, "sync", self.instance.pool.asked_s)
         world.features.add("sync")
         busy_s = world.rng.uniform(*world.scenario.handler_s)
-        if self.hangs(context):
+        if self.hangs(context, items):
             busy_s += FUNCTION_TIMEOUT_S * 2
         self.instance.pool.pending = (self, call, busy_s)
         return decide(world, items, call)

@@ -15,10 +15,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from shared.batch.settlement import NO_OUTCOME
 from shared.ops import lifecycle, notice_sweep, reports
 from shared.services import Services
 from shared.watch import fallback
 from sim.checks import costs, doorbells, progress
+from sim.checks.promises import records_of
 from sim.doors import callers, notice_drills, replayers
 from sim.host import FUNCTION_TIMEOUT_S, Instance
 
@@ -63,6 +65,7 @@ FEATURES = (
     "doorbell-deferred",
     "schedule-retried",  # a scheduled batch answered 202 by a retry after the instance of its submit died
     "late-doorbell",  # a doorbell came after its process's closing look saw its work taken (`sim.checks.doorbells`)
+    "no-outcome",  # a chunk delivered past MAX_DEQUEUE_COUNT with no outcome was parked unrun (`sim.stuck`)
 )
 
 
@@ -154,3 +157,6 @@ async def reached(world: World) -> None:
             world.features.add("expiry")
         if manifest.max_failed_fraction is not None and status["status"] == "failed":
             world.features.add("tolerance")
+        failed = [f for r in records_of(world, batch_id) for f in r.get("failed") or []]
+        if any(str(f.get("reason")).startswith(NO_OUTCOME) for f in failed):
+            world.features.add("no-outcome")

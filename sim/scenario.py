@@ -113,6 +113,7 @@ class Scenario:
     lose_doorbells: bool = False  # Service Bus loses every doorbell it accepts (`sim.families.aim_at_storage`)
     forge_doorbells: bool = False  # each doorbell follows a copy naming another attempt (`sim.families.draw`)
     handler_hang: float = 0.0
+    stuck: str | None = None  # the submit whose first chunk hangs at every handler call (`sim.stuck`)
     cancels: list[tuple[float, int]] = field(default_factory=list)  # (when, which submit) a client cancels
     timer_s: float = 600.0
     family: str = "random"
@@ -279,6 +280,8 @@ class Scenario:
             out.append("  Service Bus loses every doorbell (the look chain is the only net)")
         if self.forge_doorbells:
             out.append("  each doorbell follows a copy of it naming another attempt (a forged event)")
+        if self.stuck is not None:
+            out.append(f"  the handler hangs at every call of {self.stuck}'s first chunk")
         out.append(
             f"  bus: lose {self.bus_lose:.0%}, duplicate {self.bus_duplicate:.0%}, delay up to "
             f"{self.bus_delay_s:.0f} s; handler hangs {self.handler_hang:.0%}"
