@@ -80,7 +80,6 @@ CAUGHT = [
     ("step-progress-at-its-end", 28),  # replay: a job's progress counts every chunk a killed step took (issue 37)
     ("arm-storage-failure-left-to-timer", 110),  # storage, doorbells lost: a look after a 202 (issue 37)
     ("look-named-late-kept", 889),  # storage, doorbells lost: a look after a 202 (issue 37)
-    ("recorded-lineage-worked-again", 27),  # lifecycle, deletes failing: a notice never contradicts the final status
     ("sync-place-given-back", 627),  # replay: calls in flight within HANDLER_MAX_IN_FLIGHT (a sync call's place)
 ]
 # Rows once here whose seeds moved with the world's doors and the app's changes (none fails its old seed any
