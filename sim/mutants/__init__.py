@@ -14,8 +14,9 @@ handler limits), `counts` (a drainer's counts of it, one at a time), `lapse` (ha
 `places` (a sync call's place kept till its thread returns), `records` (a record's positions), `redelivery` (a recorded
 chunk that comes back), `history` (the cancel bound under late listings, costs that grow with history), `doorbells`
 (scheduled doorbells, a flood's late ones), `requests` (how a malformed request is refused), `replay_bounds` (a replay's
-time, the stale copies it leaves), `replay_steps` (what a killed background step leaves). `hunting` hunts the seeds (in
-parallel processes), `runner` is the command, `verify` tries each row of the table as measured again.
+time, the stale copies it leaves), `replay_steps` (what a killed background step leaves), `unanswered` (a chunk whose
+handler never returns). `hunting` hunts the seeds (in parallel processes), `runner` is the command, `verify` tries each
+row of the table as measured again.
 
 A defect this cannot catch is in the table too, with why (a path the simulated world never takes, a fault it
 does not model). A fix that cannot be put back as a patch of today's code has no mutant.
@@ -46,6 +47,7 @@ from sim.mutants import (
     replaying,
     reports,
     requests,
+    unanswered,
 )
 from sim.mutants.base import Mutant
 
@@ -72,6 +74,7 @@ MUTANTS: list[Mutant] = [
     *requests.MUTANTS,
     *replay_bounds.MUTANTS,
     *replay_steps.MUTANTS,
+    *unanswered.MUTANTS,
 ]
 
 __all__ = ["MUTANTS", "Mutant"]
