@@ -183,6 +183,25 @@ def aim_at_lifecycle(scenario: Scenario) -> None:
                 # and an operator replays everything once that dead replay's claim may be taken over
                 scenario.replays.append((round(at + CLAIM_S + rng.uniform(30.0, 120.0), 3), False, True))
     scenario.crashes.sort(key=lambda c: c.at_s)
+    past_last_attempt(scenario)
+
+
+def past_last_attempt(scenario: Scenario) -> None:
+    """In a third of the lifecycle seeds with faults (drawn apart): one item fails exactly MAX_DEQUEUE_COUNT calls
+    (`t4`, `t5`), so its last attempt parks it, while queue deletes fail for a minute or two from soon after its submit:
+    the chunk whose parking was recorded keeps its message, which comes back past its last attempt, and must be
+    finished by its record, never worked again (c67e0de: the sixth call succeeded and replaced the parked failure)."""
+    rng = random.Random(f"{scenario.seed}-past-last-attempt")
+    if rng.random() >= 1 / 3 or not scenario.submits:
+        return
+    at = rng.randrange(len(scenario.submits))
+    sub = scenario.submits[at]
+    modes = list(sub.modes)
+    modes[rng.randrange(len(modes))] = f"t{scenario.settings['MAX_DEQUEUE_COUNT']}"
+    scenario.submits[at] = replace(sub, modes=tuple(modes))
+    start = sub.at_s + rng.uniform(5.0, 30.0)
+    scenario.storage_spans.append(Span(round(start, 3), round(start + rng.uniform(60.0, 120.0), 3), "5xx", 1.0,
+                                       "queue DELETE"))  # fmt: skip
 
 
 def aim_at_storage(scenario: Scenario) -> None:

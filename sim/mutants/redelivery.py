@@ -31,11 +31,5 @@ MUTANTS = [
            "delete was lost is handled again when it comes back, its newer record replacing the outcome (a parked "
            "failure turned success after the batch was final)", _recorded_lineage_worked_again, family="lifecycle",
            expect=CONTRADICTED,
-           invariant="a notice never contradicts its batch's final status (`sim.checks.promises`)",
-           why="caught by lifecycle seed 27 until the fix of hung chunks (a delivery past MAX_DEQUEUE_COUNT + 1 "
-           "with no record of its lineage parks unrun): that seed's item parked at attempt 5 succeeded at the lost "
-           "delete's redeliveries 7 and 8, which now park it again; 300 lifecycle seeds find no other, since a "
-           "redelivery up to attempt 6 changes an outcome only for an item that fails exactly 5 calls and then "
-           "succeeds, and no lifecycle mode does (t6 fails 6); plan: a `t5` item drawn apart in the lifecycle "
-           "family's seeds whose chunk deletes fail"),
+           invariant="a notice never contradicts its batch's final status (`sim.checks.promises`)"),
 ]  # fmt: skip

@@ -46,6 +46,7 @@ CAUGHT = [
     ("discard-replaces-outcome", 2),  # lifecycle: cancelled or expired only unrun (issue 36 item 2)
     ("replay-strands-chunk", 17),  # lifecycle: a replayed chunk is never stranded (issue 36 item 1)
     ("notice-lost-at-kill", 11),  # lifecycle: every final batch with a callback gets its notice (issue 36 item 3)
+    ("recorded-lineage-worked-again", 295),  # lifecycle: a notice never contradicts the final status (a t4/t5 item)
     ("closed-chunks-starve-replay", 1),  # replay: a synchronous replay makes progress (issue 36 item 5)
     ("keyed-retry-rings-at-once", 4),  # schedule: progress (issue 36 item 6, the keyed half)
     ("deferred-doorbell-rings-at-once", 3),  # schedule: progress (issue 36 item 6, the deferral half)
