@@ -127,9 +127,12 @@ class SimHandler:
     def hangs(self, context: ChunkContext, items: Sequence[Any]) -> bool:
         world = self.world
         drawn = world.rng.random() < world.scenario.handler_hang  # drawn at every call, stuck or not
-        if drawn or stuck.always(world, items, context):
+        always = stuck.always(world, items, context)
+        if drawn or always:
             world.note(f"handler hangs on {context.batch_id[:8]}/{context.chunk} at {self.instance.name}")
             world.hangs.append((self.instance.name, world.loop.time()))
+            if stuck.a_fault(world, context, always=always):
+                world.fault_hang_s = world.loop.time()
             return True
         return False
 

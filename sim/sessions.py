@@ -16,6 +16,7 @@ from typing import Any
 from shared.batch import envelope
 from shared.core.events import TriggerEvent
 from shared.handlers import ChunkContext
+from sim import stuck
 from sim.host import FUNCTION_TIMEOUT_S, INSTANCE, Instance, SimSyncHandler
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ class Sessions:
         world.in_flight += 1
         instance.in_flight += 1
         world.cancels.on_handler_start(context.batch_id)
+        stuck.handed_past_last_attempt(world, context)
         limit = world.settings.handler_max_in_flight
         if limit and world.in_flight > limit:
             outliving = world.lapses.outliving()  # sync calls past a lease lapsed in an outage (docs/settings.md)
