@@ -23,6 +23,7 @@ from shared.core import layout
 from shared.engine.drainer import Drainer
 from shared.handlers import ChunkContext
 from shared.ops.reports import read_batch_status
+from shared.store.leases import LAPSE_MARGIN_S, DrainLease
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher, another_instance, drain_all, wait_for
 from tests.app.sales import submit_ids
@@ -94,3 +95,21 @@ async def test_a_drainer_that_cannot_renew_its_lease_ends_its_calls_before_the_n
         status = await read_batch_status(services, batch_id)
         assert status["status"] == "completed"
         assert status["items"] == {"total": 5, "succeeded": 5, "failed": 0, "pending": 0}
+
+
+async def test_a_holder_does_not_wait_out_a_remainder_below_the_clocks_resolution(
+    configure: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`DrainLease.lapsing` returns once the lease is within a millisecond of its margin: a remainder below the
+    clock's resolution was slept again and again at one instant (the simulation's limits seed 808 spun there)."""
+    services = configure()
+    state = await services.storage.ensure_container(services.settings.state_container)
+    lease = DrainLease(state, services.settings.work_queue, 0, lease_s=60)
+    assert await lease.acquire()
+    try:
+        # The lease stands a nanosecond short of the margin, whatever the clock says (as the simulated clock stood).
+        monkeypatch.setattr(lease, "lapses_in", lambda: LAPSE_MARGIN_S + 1e-9)
+        # A guard only: it returns at once (a spin would turn until this gives up).
+        await asyncio.wait_for(lease.lapsing(), timeout=10)
+    finally:
+        await lease.release()
