@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.batch.chunking import partition_of
+from sim.checks.promises import RESTART_S
 from sim.clock import EPOCH_S
 from sim.host import FUNCTION_TIMEOUT_S
 
@@ -74,7 +75,24 @@ async def check(world: World, partition: str, batch_id: str, index: int, earlies
             if earliest <= c.started_s <= due and (c.batch_id, c.chunk) != (batch_id, index)
             and partition_for(world, c.batch_id, c.chunk) == partition
         ]  # fmt: skip
-        later = back + bound + len(ahead) * (scenario.handler_s[1] + scenario.thread_start_s[1])
+        # A sync handler's calls share their host's threads across partitions: the other partitions' sync calls
+        # that took a thread first hold it as long, a pool's worth at a time (replay seed 989: one thread a host).
+        pooled = [
+            c for c in world.calls
+            if earliest <= c.started_s <= due and c.kind == "sync" and c not in ahead
+            and (c.batch_id, c.chunk) != (batch_id, index)
+        ]  # fmt: skip
+        turns = len(ahead) + -(-len(pooled) // max(1, scenario.threads))
+        later = back + bound + turns * (scenario.handler_s[1] + scenario.thread_start_s[1])
+        # A call that never ended holds its partition until its function's timeout, if it began before the chunk
+        # was due and that timeout came after the chunk went back: the chunk is due a bound after that (replay seed
+        # 924: a call hung at 25.7 s held work-0 until 325.4 s, and the chunk put back at 315 s came at 327.5 s).
+        held_until = [
+            c.started_s + FUNCTION_TIMEOUT_S for c in world.calls
+            if c.ended_s is None and c.started_s <= due and c.started_s + FUNCTION_TIMEOUT_S > back
+            and partition_for(world, c.batch_id, c.chunk) == partition
+        ]  # fmt: skip
+        later = max([later, *(end + RESTART_S + bound for end in held_until)])
         if later <= due:
             break
         due = later
