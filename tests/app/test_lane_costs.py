@@ -28,6 +28,7 @@ from tests.app.tenants import RECORD, ndjson, submit_to
 # -- item 1: what a lane costs ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_idle_lanes_cost_a_session_and_a_fallback_look_no_per_lane_call(configure) -> None:
     """30 tenants' lanes, drained empty once: then a session and a fallback look cost the same as with one lane
     (a listing and a read of the quiet record), not a receive, peek or depth read per lane."""

@@ -48,6 +48,7 @@ async def received_twice(services: Services) -> tuple[QueueClient, Received, Rec
     return queue, Received(first[0], queue, now), Received(second[0], queue, now)
 
 
+@pytest.mark.slow
 async def test_a_stale_pop_receipt_is_named_as_such(configure):
     services = configure()
     queue, stale, _ = await received_twice(services)

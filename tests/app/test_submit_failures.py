@@ -168,6 +168,7 @@ async def test_a_small_gzip_that_inflates_huge_never_stalls_the_event_loop_and_s
     assert time.monotonic() - started < 20
 
 
+@pytest.mark.slow
 async def test_large_submits_beyond_max_large_submits_get_a_503_with_retry_after(configure, monkeypatch):
     configure(publisher=RecordingPublisher(), MAX_LARGE_SUBMITS="1", CHUNK_MAX_ITEMS="100")
     storing = asyncio.Event()

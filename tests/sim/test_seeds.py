@@ -55,6 +55,7 @@ def test_a_submit_hit_in_its_writes_is_either_accepted_and_counted_or_refused(se
     assert outcome.scenario.crashes or outcome.scenario.storage_spans or outcome.scenario.bus_spans
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", seeds("limits", LIMITS_SEEDS))
 def test_handler_limits_hold_while_handler_calls_hang(seed: int) -> None:
     outcome = run(seed, family="limits")
