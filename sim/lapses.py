@@ -22,6 +22,7 @@ from typing import Any
 from shared.core import layout
 from sim.clock import EPOCH_S
 from sim.doors.replay_rings import partition_for
+from sim.heard import heard
 from sim.host import INSTANCE
 
 World = Any  # `sim.world.World`
@@ -108,19 +109,8 @@ class Lapses:
     @contextmanager
     def watched(self) -> Iterator[None]:
         """For one run: the renewals storage did not answer, as the app warns of them."""
-        leases_log = logging.getLogger(LEASES_LOGGER)
-        handler = _NotRenewed(self)
-        level, propagate = leases_log.level, leases_log.propagate
-        if not leases_log.isEnabledFor(logging.WARNING):  # a quiet run: heard here, shown nowhere
-            leases_log.setLevel(logging.WARNING)
-            leases_log.propagate = False
-        leases_log.addHandler(handler)
-        try:
+        with heard(LEASES_LOGGER, logging.WARNING, _NotRenewed(self)):
             yield
-        finally:
-            leases_log.removeHandler(handler)
-            leases_log.setLevel(level)
-            leases_log.propagate = propagate
 
 
 class _NotRenewed(logging.Handler):

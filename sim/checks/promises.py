@@ -43,6 +43,7 @@ from typing import Any
 from shared.batch.lifecycle import tripped
 from shared.ops.notices import STALL_S, notice_blob
 from sim.clock import EPOCH_S
+from sim.heard import heard
 from sim.host import FUNCTION_TIMEOUT_S
 
 # The world (`sim.world.World`) is passed in, not imported: it imports this module.
@@ -375,16 +376,5 @@ def incidents_watched(world: World) -> Iterator[None]:
     """For one run (entered by `held_watched`): no API call ends in an unhandled error (a 500). A run whose
     submits all answered 500 accepted nothing, and every other check passed it (issue 39's caller lookup read the
     process's environment, not the world's settings)."""
-    api_log = logging.getLogger(API_LOGGER)
-    handler = _Incidents(world)
-    level, propagate = api_log.level, api_log.propagate
-    if not api_log.isEnabledFor(logging.ERROR):  # a quiet run (`python -m sim`): heard here, shown nowhere
-        api_log.setLevel(logging.ERROR)
-        api_log.propagate = False
-    api_log.addHandler(handler)
-    try:
+    with heard(API_LOGGER, logging.ERROR, _Incidents(world)):
         yield
-    finally:
-        api_log.removeHandler(handler)
-        api_log.setLevel(level)
-        api_log.propagate = propagate
