@@ -12,7 +12,7 @@ import azure.functions as func
 from shared import api, runtime
 from shared.core.errors import MalformedEvent
 from shared.core.events import TriggerEvent
-from shared.ops import notice_sweep
+from shared.ops import notice_sweep, replay_takeover
 from shared.ops.dashboard import page as dashboard_page
 from shared.router import route
 from shared.telemetry import tracing
@@ -144,4 +144,5 @@ async def fallback_poll(timer: func.TimerRequest) -> None:
     acted = [o.as_dict(epoch_ms()) for o in outcomes if o.action != "not-due"]
     if acted or timer.past_due:
         log.info("fallback poll (past due: %s): %s", timer.past_due, acted)
+    await replay_takeover.take_over(runtime.services())  # replays that died between their claim and their send
     await notice_sweep.sweep(runtime.services())  # final batches without a notice; notices whose event was lost

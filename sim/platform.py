@@ -1,5 +1,6 @@
 """What the platform does in the simulated world besides delivering trigger events (`sim.host`): the timer
-function (everything `function_app.fallback_poll` runs: the fallback poll, then `shared.ops.notice_sweep`),
+function (everything `function_app.fallback_poll` runs: the fallback poll, the dead replays' takeover
+`shared.ops.replay_takeover`, then `shared.ops.notice_sweep`),
 the host's lock renewals failing for spans, the clients of `sim.doors.callers` the scenario asks for, and,
 after a run, which features (doors) it reached.
 
@@ -16,7 +17,7 @@ import asyncio
 from typing import Any
 
 from shared.batch.settlement import NO_OUTCOME
-from shared.ops import lifecycle, notice_sweep, reports
+from shared.ops import lifecycle, notice_sweep, replay_takeover, reports
 from shared.services import Services
 from shared.watch import fallback
 from sim.checks import costs, doorbells, progress
@@ -104,11 +105,18 @@ async def timer(world: World) -> None:
 
 
 async def tick(world: World, instance: Instance, services: Services) -> None:
-    """`function_app.fallback_poll`: the poll, then the notices' sweep, under the function timeout."""
+    """`function_app.fallback_poll`: the poll, the dead replays' takeover, then the notices' sweep, under the
+    function timeout."""
 
     async def body() -> None:
         outcomes = await fallback.poll(services)
         world.note(f"{instance.name} timer: {[o.action for o in outcomes]}")
+        began = world.now_s()
+        taken = await replay_takeover.take_over(services)
+        world.takeovers.append((began, world.now_s()))
+        if taken:
+            world.note(f"{instance.name} timer: finished {taken} replay(s) that died after their claim")
+            world.features.add("replay-taken-over")
         swept = await notice_sweep.sweep(services)
         if swept:
             world.note(f"{instance.name} timer: {swept} overdue notice(s) published again")

@@ -96,6 +96,7 @@ class World:
         self.calls: list[Call] = []  # every handler call, in the order they started
         self.receiver = Receiver(self)  # completion notices received: `receiver.received`
         self.features: set[str] = set()  # the doors this run opened (`sim.platform.FEATURES`)
+        self.takeovers: list[tuple[float, float]] = []  # (began, ended) of each timer tick's replay takeover
         self.storage_log: list[tuple[float, str]] = []  # (virtual s, operation) of every storage request served
         self.loop.offload = self.sessions.offload
 

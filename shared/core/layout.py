@@ -94,3 +94,11 @@ def poison_index_blob(poison_queue: str, message_id: str) -> str:
 def set_aside_blob(poison_queue: str, message_id: str) -> str:
     """A parked chunk of a final or ended batch, set aside by a replay (state container): kept, never replayed."""
     return f"poison-set-aside/{poison_queue}/{message_id}.json"
+
+
+REPLAY_CLAIMS_PREFIX = "replay-claims/"
+
+
+def replay_claim_blob(poison_queue: str, message_id: str, token: str) -> str:
+    """One replay's note that it is claiming a parked message (state container; `shared.store.replay_claims`)."""
+    return f"{REPLAY_CLAIMS_PREFIX}{poison_queue}/{message_id}/{token}"

@@ -45,7 +45,7 @@ from shared.ops.parked import Parked, from_entry
 from shared.ops.replay_marks import Parent
 from shared.ops.status import FINAL, batch_status
 from shared.services import Services
-from shared.store import poison_index
+from shared.store import poison_index, replay_claims
 from shared.store.storage import NEVER_EXPIRES, translated
 from shared.watch import lookout
 
@@ -301,27 +301,39 @@ async def _replay_one(
     assert parked.message.chunk_text is not None
     chunk = envelope.decode(parked.message.chunk_text)
     lane = replay_lane(partition, parked.message.info.queue)
-    found, claimed = await marks.claim(services, chunk.header)
+    state = services.storage.container(services.settings.state_container)
+    # The note comes before the claim and goes once the claim is settled: a replay that dies between leaves it,
+    # and the timer finishes the replay (`shared.ops.replay_takeover`).
+    note = await replay_claims.write(state, entry.poison_queue, entry.message_id)
+    try:
+        found, claimed = await marks.claim(services, chunk.header)
+    except ReplayConflict:
+        await replay_claims.drop(state, note)  # every mark it wrote was refused: it claimed nothing
+        raise
     if found is Parent.SETTLED:
         await _unpark(services, client, entry, parked)
+        await replay_claims.drop(state, note)
         log.info("deleted a stale parked copy of chunk %d of batch %s from %s",
                  chunk.header.chunk, chunk.header.batch_id, parked.queue)  # fmt: skip
         return "its items were settled by a later attempt: this stale parked copy was deleted"
     if claimed is None:
+        await replay_claims.drop(state, note)
         return "its items are no longer failed (it was replayed already, or its record is missing)"
     # The mark is this replay's claim: a concurrent replay of the chunk (or of a duplicate parked copy) finds its
     # items retrying and leaves them. A failure before the chunk is back takes the claim back (the items are
-    # failed again); a kill leaves a claim that a replay takes over once it is CLAIM_S old.
+    # failed again); a kill leaves the claim and the note, and the timer takes it over once it is CLAIM_S old.
     work = await services.storage.ensure_queue(lane)
     try:
         await announcer.before(lane)
         async with translated(f"re-enqueue to {lane}"):
             await work.send_message(parked.message.chunk_text, time_to_live=NEVER_EXPIRES)
     except Exception:
-        await marks.release(services, chunk.header, claimed)
+        if await marks.release(services, chunk.header, claimed):
+            await replay_claims.drop(state, note)
         raise
     await announcer.announce(lane, partition)
     await _unpark(services, client, entry, parked)
+    await replay_claims.drop(state, note)
     log.info(
         "replayed chunk %d of batch %s (%d item(s)) from %s",
         chunk.header.chunk, chunk.header.batch_id, parked.message.info.failed, parked.queue,

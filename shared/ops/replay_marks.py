@@ -119,11 +119,12 @@ def stale(record: dict[str, Any], now_ms: int) -> bool:
     return int(record[CLAIMED_MS]) + CLAIM_S * 1000 < now_ms
 
 
-async def release(services: Services, header: envelope.ChunkHeader, claimed: Claim) -> None:
+async def release(services: Services, header: envelope.ChunkHeader, claimed: Claim) -> bool:
     """The chunk did not go back: its moved items are failed again, with their reasons (best effort: a mark left
-    behind is taken over after CLAIM_S)."""
+    behind is taken over after CLAIM_S). False when the mark stays: a takeover of a dead replay's mark moved no
+    reasons to put back, so its mark stays for the next takeover."""
     if not claimed.moved:
-        return
+        return False
     container = services.storage.container(services.settings.results_container)
     moved = {f["i"]: f for f in claimed.moved}
     try:
@@ -131,7 +132,7 @@ async def release(services: Services, header: envelope.ChunkHeader, claimed: Cla
             doc, etag = await read_json(container, claimed.entry.blob)
             record = results.select(doc, claimed.entry)
             if record is None:
-                return
+                return True
             back = [moved[i] for i in record["retrying"] if i in moved]
             record["retrying"] = [i for i in record["retrying"] if i not in moved]
             if CLAIMED in record:
@@ -141,7 +142,8 @@ async def release(services: Services, header: envelope.ChunkHeader, claimed: Cla
                 await write_json(container, claimed.entry.blob, doc, etag=etag, metadata=results.blob_metadata(doc))
             except PreconditionFailed:
                 continue
-            return
+            return True
     except StorageError as e:
-        log.warning("chunk %d of batch %s: its replay's mark stays (a replay takes it over after %d s): %s",
+        log.warning("chunk %d of batch %s: its replay's mark stays (the timer takes it over after %d s): %s",
                     header.chunk, header.batch_id, CLAIM_S, e)  # fmt: skip
+    return False

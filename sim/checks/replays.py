@@ -3,11 +3,14 @@
 A replay marks a parked chunk's items `retrying` in their record (its claim, stamped `replay_claimed_ms`), then
 marks the lane and sends the chunk, the next generation, which records them again. A replay that fails between
 the claim and the send gives the claim back (the items are failed again, still parked and replayable); one whose
-process dies there leaves a claim that a later replay takes over once it is CLAIM_S old. So at the end of a run
-no record holds items retrying under a replay's claim with no record of the lineage that carries them (the parked
-chunk's own: its chunk, the next generation, its first position, as `shared.ops.replay_marks.carrier` keys it), unless
-a crash (or a storage fault on every request, which the claim's release may meet) came in the minute after the
-claim and no replay came once the claim was CLAIM_S old: that claim waits for a later replay's takeover.
+process dies there leaves a claim, and its note (`shared.store.replay_claims`), which the timer's next tick once
+the claim is CLAIM_S old takes over (`shared.ops.replay_takeover`: it finishes the replay), as a later replay
+would. So at the end of a run no record holds items retrying under a replay's claim with no record of the lineage
+that carries them (the parked chunk's own: its chunk, the next generation, its first position, as
+`shared.ops.replay_marks.carrier` keys it), unless a crash (or a storage fault on every request, which the claim's
+release may meet) came in the minute after the claim and neither a replay nor a timer tick untouched by storage
+faults came once the claim could be taken over (lifecycle seed 606: a replay killed while its send failed, no
+replay after it; the batch was `processing` for good before the timer took such claims over).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.ops.replay_marks import CLAIM_S, CLAIMED, CLAIMED_MS
+from shared.ops.replay_takeover import MARGIN_S
 from sim.checks.promises import records_of
 from sim.clock import EPOCH_S
 
@@ -57,9 +61,13 @@ def carrier(record: dict[str, Any], claimed: list[int]) -> tuple[Any, int, int]:
 
 
 def _excused(world: World, at_s: float) -> bool:
-    """A crash or an outage came within a minute of the claim, and no replay came once it could be taken over."""
+    """A crash or an outage came within a minute of the claim, and no replay and no timer tick clear of storage
+    faults came once it could be taken over."""
     scenario = world.scenario
     if any(when >= at_s + CLAIM_S + TAKEOVER_MARGIN_S for when, _, _ in scenario.replays):
+        return False
+    due_s = at_s + CLAIM_S + MARGIN_S + TAKEOVER_MARGIN_S
+    if any(began >= due_s and not _faulted(scenario, began, ended) for began, ended in world.takeovers):
         return False
     crashed = any(at_s - 5.0 <= c.at_s <= at_s + AFTER_CLAIM_S for c in scenario.crashes)
     outage = any(
@@ -67,3 +75,8 @@ def _excused(world: World, at_s: float) -> bool:
         for sp in scenario.storage_spans
     )
     return crashed or outage
+
+
+def _faulted(scenario: Any, began: float, ended: float) -> bool:
+    """A storage fault (not a slow answer) overlapped a tick's takeover: it may have left the note for later."""
+    return any(sp.kind != "slow" and sp.start_s <= ended and began <= sp.end_s for sp in scenario.storage_spans)

@@ -63,6 +63,19 @@ def failing(monkeypatch: Any, target: Any, name: str, after: int) -> None:
     monkeypatch.setattr(target, name, wrapper)
 
 
+async def dies_after_its_claim(monkeypatch: Any, app_functions: Any, batch_id: str) -> None:
+    """A replay of the batch that claims its first parked chunk and dies there: the lane's mark fails after the
+    claim, and so does the claim's take-back."""
+    from shared.engine import lane_queues
+    from shared.ops import replay_marks
+
+    failing(monkeypatch, lane_queues, "mark", after=0)  # the replay fails after its claim...
+    failing(monkeypatch, replay_marks, "write_json", after=1)  # ...and cannot take it back: it died there
+    code, answer = await post_replay(app_functions, {"batch_id": batch_id})
+    assert code == 503, answer
+    monkeypatch.undo()
+
+
 @pytest.mark.parametrize("where", ["mark-after", "second-chunk"])
 async def test_a_replay_that_fails_part_way_has_already_rung_for_the_chunks_it_put_back(
     configure, app_functions, monkeypatch, where
@@ -141,7 +154,6 @@ async def test_a_takeover_carries_the_parked_items_not_a_follow_up_of_the_same_g
     retrying sends two chunks of the next generation: the parked copy and the follow-up. A replay that dies after
     its claim leaves the parked item retrying under its claim; the follow-up's record, of the same generation,
     does not carry it, so a later replay takes the claim over instead of deleting the parked copy as stale."""
-    from shared.engine import lane_queues
     from shared.ops import replay_marks
 
     publisher = RecordingPublisher()
@@ -157,11 +169,7 @@ async def test_a_takeover_carries_the_parked_items_not_a_follow_up_of_the_same_g
     status = await read_batch_status(services, batch_id)
     assert status["items"] == {"total": 10, "succeeded": 4, "failed": 1, "pending": 5}, status  # trans-6 settled
     services.handler = handlers.record  # the cause is fixed
-    failing(monkeypatch, lane_queues, "mark", after=0)  # the replay fails after its claim...
-    failing(monkeypatch, replay_marks, "write_json", after=1)  # ...and cannot take it back: it died there
-    code, answer = await post_replay(app_functions, {"batch_id": batch_id})
-    assert code == 503, answer
-    monkeypatch.undo()
+    await dies_after_its_claim(monkeypatch, app_functions, batch_id)
     assert (await read_batch_status(services, batch_id))["items"]["pending"] == 6, "a claim left behind"
     monkeypatch.setattr(replay_marks, "CLAIM_S", 0)  # time passes
     code, answer = await post_replay(app_functions, {"batch_id": batch_id})
