@@ -104,6 +104,7 @@ IDLE_SOURCE_CATEGORY = {
     "package download": "blob_read",
     "primary-host lock": "blob_other",
     "timer listener lock": "blob_other",
+    "timer's listings": "blob_list_create",
 }
 
 

@@ -15,6 +15,7 @@ from bench.measures.idle_sources.run import (
     PREMIUM,
     SHIPPED_SCHEDULE_S,
     TARGET,
+    TICK_LISTINGS,
     HostCosts,
     app_day,
     break_even_linger_s,
@@ -111,19 +112,20 @@ def test_as_shipped_an_idle_one_queue_app_on_flex_costs_at_most_a_tenth_of_the_b
     assert {r["linger_s"] for r in shipped} == {30.0, 300.0, 1_200.0}
     assert all(r["c_over_a"] <= TARGET for r in shipped), [(r["linger_s"], r["c_over_a"]) for r in shipped]
     # By hand, 5-minute linger: 4 wakes x (host lock 4 + 25 + 1, listener lock 2 + 10 + 1, secrets 31, package 1,
-    # reads 2) = 308, looks 4 x 2 reads + 4 interval writes = 12, the chain's last look 6: 326 against 8,640 probes.
+    # reads 2) = 308, looks 4 x 2 reads + 4 interval writes = 12, the ticks' listings 4 x 3 = 12 (notices, batch index,
+    # replay notes), the chain's last look 6: 338 against 8,640 probes.
     five = next(r for r in shipped if r["linger_s"] == 300.0)
-    assert five["c_total"] == 4 * (30 + 13 + 31 + 1 + 2) + 12 + CHAIN_END == 326
+    assert five["c_total"] == 4 * (30 + 13 + 31 + 1 + 2) + 12 + 4 * TICK_LISTINGS + CHAIN_END == 338
     minute = next(r for r in table() if r["plan"] == FLEX.name and r["queues"] == 1 and r["schedule_s"] == 60)
     assert minute["c_over_a"] > 1, "the design before: a minute timer keeps an instance, and its locks, alive"
 
 
-def test_the_target_holds_up_to_a_linger_of_25_minutes_at_ten_second_probes_and_not_at_all_at_a_minute() -> None:
-    # By hand: 168 + 4L/12 + 4L/30 + 18 <= 864 gives L <= 1,452 s; at L = 1,440 s: 168 + 480 + 192 + 18 = 858,
-    # at 1,500 s: 168 + 500 + 200 + 18 = 886.
+def test_the_target_holds_up_to_a_linger_of_23_minutes_at_ten_second_probes_and_not_at_all_at_a_minute() -> None:
+    # By hand: 180 + 4L/12 + 4L/30 + 18 <= 864 gives L <= 1,427 s; at L = 1,380 s: 180 + 460 + 184 + 18 = 842,
+    # at 1,440 s: 180 + 480 + 192 + 18 = 870 (180: 168 per wake and look as before, and the ticks' 12 listings).
     linger_s = break_even_linger_s(TARGET)
-    assert linger_s == 24 * 60
-    # Probes every 60 s make (a) 1,440 a day: even a 1-minute linger costs 168 + 20 + 8 + 18 = 214 > 144.
+    assert linger_s == 23 * 60
+    # Probes every 60 s make (a) 1,440 a day: even a 1-minute linger costs 180 + 20 + 8 + 18 = 226 > 144.
     assert break_even_linger_s(TARGET, probe_s=60.0) == 0.0
     over = app_day(FLEX, 1, SHIPPED_SCHEDULE_S, replace(COSTS, linger_s=linger_s + 60), shipped_policy()).total
     assert over > TARGET * builtin_day(FLEX, 1, COSTS).total
@@ -134,11 +136,11 @@ def test_across_the_unpublished_range_an_idle_app_stays_under_the_builtin_trigge
     one = [r for r in rows if r["queues"] == 1]
     assert len(one) == 9
     # The two ends by hand. Per start: reads 2, secrets 31, package 1, host lock 4 + 1, listener lock 2 + 1 = 42;
-    # renewals over the day's alive time (4 lives); looks and the chain's end 18. 30 s linger: 120 s alive, 10 host
-    # and 4 listener renewals: 168 + 14 + 18 = 200 against 8,640 probes (10 s). 20-minute linger: 4,800 s alive,
-    # 400 + 160 renewals: 168 + 560 + 18 = 746 against 1,440 probes (60 s).
+    # renewals over the day's alive time (4 lives); looks and the chain's end 18; the ticks' listings 12. 30 s
+    # linger: 120 s alive, 10 host and 4 listener renewals: 168 + 14 + 18 + 12 = 212 against 8,640 probes (10 s).
+    # 20-minute linger: 4,800 s alive, 400 + 160 renewals: 168 + 560 + 18 + 12 = 758 against 1,440 probes (60 s).
     low = next(r for r in one if r["linger_s"] == 30.0 and r["probe_s"] == 10.0)
     high = next(r for r in one if r["linger_s"] == 1_200.0 and r["probe_s"] == 60.0)
-    assert (low["c_total"], low["a_total"]) == (200, 8_640)
-    assert (high["c_total"], high["a_total"]) == (746, 1_440)
+    assert (low["c_total"], low["a_total"]) == (212, 8_640)
+    assert (high["c_total"], high["a_total"]) == (758, 1_440)
     assert max(r["c_over_a"] for r in rows) < 1

@@ -155,6 +155,9 @@ LOOK_READS = 2
 # The look that ends a queue's chain after its last work (shared.watch.lookout.look): the chain blob read, the partition
 # looked at (LOOK_READS), the blob written unarmed, and the depth read again (LOOK_READS).
 CHAIN_END = 1 + LOOK_READS + 1 + LOOK_READS
+# What every tick lists besides the looks, each one ListBlobs while idle: the stored notices and the batch index
+# (`shared.ops.notice_sweep`), and the replays' notes (`shared.ops.replay_takeover`).
+TICK_LISTINGS = 3
 
 
 def fallback_looks(policy: PollPolicy, tick_s: float, seed: int) -> tuple[int, int]:
@@ -188,6 +191,7 @@ def app_day(plan: Plan, queues: int, tick_s: float, costs: HostCosts, policy: Po
     return Day(
         {
             "fallback looks": queues * (reads * LOOK_READS + writes),
+            "timer's listings": ticks * TICK_LISTINGS,
             # A fresh instance creates the state container if missing and reads each queue's back-off state once.
             "fresh-instance reads": starts * (1 + queues),
             "host secrets at start": starts * costs.secrets_per_start(flex),
