@@ -73,17 +73,37 @@ class HeldMessages:
 
     async def _process(self, item: Received, placed: Callable[[], None] | None = None) -> None:
         """Decode, admit and run the handler holding a slot (CHUNK_CONCURRENCY); settle after releasing it,
-        so storage round trips never keep another chunk from its handler."""
+        so storage round trips never keep another chunk from its handler. A chunk whose place comes once the
+        session starts no more calls (its budget spent, its lease's renewal failed) is not admitted: it gives its
+        place up and goes back for the next session, so the chunks still waiting do not take the place in turn,
+        each for its own admission and settling (the simulation's lifecycle seed 734: a page of a cancelled
+        batch's chunks, one place, each discard's delete retried by the SDK for 16 s in a storage outage, four
+        of them after the budget: a session of 78 s for a budget of 10 s)."""
+        worked: Worked | None = None
         async with self._slots.place(item.queue.queue_name):
             self.lanes.started += 1
             if placed is not None:
                 placed()
-            worked = await self._admit_and_work(item)
-        if worked is not None:
+            ending = self.chunks.ending()
+            if not ending:
+                worked = await self._admit_and_work(item)
+        if ending:
+            await self._hand_back(item)
+        elif worked is not None:
             await self.settler.settle(item, *worked)
             msg, settlement = worked[0], worked[3]
             self.report.batches.add(msg.header.batch_id)
             await self.chunks.tolerance(msg.header, settlement.record)
+
+    async def _hand_back(self, item: Received) -> None:
+        """A chunk the session will not work: visible again at once for the next session, no attempt counted (a
+        message that is no chunk is parked, as its admission would)."""
+        try:
+            msg = envelope.decode(str(item.message.content))
+        except MalformedEnvelope as e:
+            await self.settler.poison_raw(item, str(e))
+            return
+        await self.settler.put_back(item, msg, delay_s=0)
 
     async def _admit_and_work(self, item: Received) -> Worked | None:
         try:

@@ -21,9 +21,11 @@ from typing import Any
 import pytest
 from azure.core.exceptions import ServiceRequestError
 from azure.storage.blob.aio import BlobLeaseClient
+from azure.storage.queue.aio import QueueClient
 
 from shared.engine.drainer import Drainer
 from shared.handlers import ChunkContext
+from shared.ops import lifecycle
 from shared.ops.reports import read_batch_status
 from tests.app import handlers
 from tests.app.conftest import RecordingPublisher, drain_all
@@ -77,6 +79,49 @@ async def test_a_session_whose_budget_a_slow_call_spent_starts_no_other_call_and
     assert status["status"] == "completed"
     assert Counter(handlers.calls.values()) == Counter({1: 50}), "every item handled once"
     assert set(handlers.attempts_seen) == {1}, "a chunk put back for the budget counts no attempt"
+
+
+async def test_a_session_past_its_budget_puts_back_the_chunks_it_holds_of_a_cancelled_batch_unsettled(
+    configure, monkeypatch
+):
+    """No handler call starts for a cancelled batch's chunk, yet discarding one is storage work (its record, its
+    delete): the simulation's lifecycle seed 734 had a page of a cancelled batch's chunks, one place, each discard's
+    delete retried by the SDK for 16 s in an outage of deletes, one after another, four of them after the budget: a
+    session of 78 s for a budget of 10 s. Past the budget, a chunk that gets its place goes back for the next
+    session instead, as any other chunk of the page does. Here the first chunk's delete spends the budget."""
+    publisher = RecordingPublisher()
+    services = configure(
+        publisher=publisher, HANDLER="tests.app.handlers:record", CHUNK_MAX_ITEMS="5", CHUNK_CONCURRENCY="1"
+    )
+    batch_id = await submit_ids(services, [f"c-{i}" for i in range(50)])  # 10 chunks, one page
+    await lifecycle.cancel(services, batch_id)
+    clock = Clock()
+    deleted: list[str] = []
+    delete = QueueClient.delete_message
+
+    async def slow_delete(self: QueueClient, message: Any, *args: Any, **kwargs: Any) -> Any:
+        deleted.append(str(getattr(message, "id", message)))
+        if len(deleted) == 1:
+            clock.now += BUDGET_S + 1  # storage answers this delete late: the budget is spent
+        return await delete(self, message, *args, **kwargs)
+
+    monkeypatch.setattr(QueueClient, "delete_message", slow_delete)
+
+    spent = await Drainer(services, services.settings.work_queue, budget_s=BUDGET_S, clock=clock).run()
+
+    assert spent.messages == 10, "the session held the whole page"
+    assert len(deleted) == 1, f"chunks settled past the budget: {len(deleted) - 1}"
+    assert (spent.outcome, spent.discarded) == ("budget", 5)
+    assert publisher.reasons().count("continue") == 1
+    work = services.storage.queue(services.settings.work_queue)
+    assert len(await work.peek_messages(max_messages=32)) == 9, "the chunks it held are visible again at once"
+
+    monkeypatch.undo()
+    await drain_all(services)
+    status = await read_batch_status(services, batch_id)
+    assert status["status"] == "cancelled"
+    assert status["items"]["cancelled"] == 50
+    assert handlers.calls == {}, "no handler call for a cancelled batch"
 
 
 @pytest.mark.slow
