@@ -8,16 +8,42 @@ handler never waits: its first chunk takes a place beyond CHUNK_CONCURRENCY (at 
 tenant's chunk does not wait for a busy tenant's chunk to finish either. High chunks start first, but never
 more than HIGH_BURST x RECEIVE_BATCH (128) in a row while a normal chunk waits, extra places included: the
 bound `shared.core.lanes` states for pages holds for chunk starts too.
+
+A place is held until the chunk's handler call is over, not only until the chunk's task is: a sync handler's
+thread cannot be ended, so when its chunk is given up while the thread runs (a failed visibility extension
+cancels the chunk's task), the place stays taken until the thread returns (`hold_until`). Before, the place went
+back at once and the drainer started the next chunk's call beside the running thread: more sync threads than
+CHUNK_CONCURRENCY (and the lane's extra place) allow.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections import Counter, deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from shared.core.lanes import HIGH_BURST, parse
+
+
+class _Held:
+    """The place the current chunk holds, and what it waits for before it goes back (a thread left running)."""
+
+    def __init__(self) -> None:
+        self.until: asyncio.Future[Any] | None = None
+
+
+_HELD: contextvars.ContextVar[_Held | None] = contextvars.ContextVar("fair_slots_held", default=None)
+
+
+def hold_until(call: asyncio.Future[Any]) -> None:
+    """The current chunk's place (if it holds one) stays taken until `call` is done, whatever becomes of the
+    chunk's task."""
+    held = _HELD.get()
+    if held is not None:
+        held.until = call
 
 
 class FairSlots:
@@ -56,14 +82,23 @@ class FairSlots:
             await self._acquire(lane)
         self._started(lane)
         self._serving[lane] += 1
+        held = _Held()
+        token = _HELD.set(held)
         try:
             yield
         finally:
-            self._serving[lane] -= 1
-            if not self._serving[lane]:
-                del self._serving[lane]
-            if not extra:
-                self._release()
+            _HELD.reset(token)
+            if held.until is not None and not held.until.done():
+                held.until.add_done_callback(lambda _: self._vacate(lane, extra))
+            else:
+                self._vacate(lane, extra)
+
+    def _vacate(self, lane: str, extra: bool) -> None:
+        self._serving[lane] -= 1
+        if not self._serving[lane]:
+            del self._serving[lane]
+        if not extra:
+            self._release()
 
     async def _acquire(self, lane: str) -> None:
         if self.free > 0 and not self._waiting:

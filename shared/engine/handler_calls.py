@@ -3,9 +3,10 @@ sync call's thread, which nothing can end, so its call keeps its place until the
 
 The task that awaits a sync call's thread can be cancelled while the thread runs: a failed visibility extension
 cancels its chunk's work wherever it waits (`shared.engine.visibility`), and a session's end cancels its receivers.
-The chunk is given up (its message left for redelivery, as for any cancel), but its call runs on: its place in the
-session's claim on HANDLER_MAX_IN_FLIGHT stays taken until the thread returns (`HandlerLimits.hold_until`), and the
-session waits for such threads before it gives its claim and its lease back (`threads_returned`). The lease goes on
+The chunk is given up (its message left for redelivery, as for any cancel), but its call runs on: its place among
+the drainer's CHUNK_CONCURRENCY (`fair_slots.hold_until`) and its place in the session's claim on
+HANDLER_MAX_IN_FLIGHT (`HandlerLimits.hold_until`) stay taken until the thread returns, and the session waits for
+such threads before it gives its claim and its lease back (`returned`). The lease goes on
 renewing meanwhile, and the invocation stays open, so the function's timeout still bounds a thread that hangs.
 Before, the cancel gave the place back at once: the drainer admitted another chunk into it, or its session ended,
 released its claim and its lease and returned with the thread still running (the simulation's replay seeds 627
@@ -20,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from shared.core.errors import SessionEnding
-from shared.engine import sync_calls
+from shared.engine import fair_slots, sync_calls
 from shared.engine.limits import HandlerLimits
 from shared.store.leases import DrainLease
 
@@ -76,8 +77,8 @@ class HandlerCalls:
 
     async def on_thread(self, fn: Callable[[], Any], ready: Callable[[], bool], limits: HandlerLimits | None) -> Any:
         """A sync call on a thread of its own (`sync_calls.start`: NOT_READY if `ready()` failed as it began).
-        Cancelled while the thread runs, the call is left running: the place `limits.admit` gave its chunk stays
-        taken until the thread returns, and `threads_returned` waits for it."""
+        Cancelled while the thread runs, the call is left running: its chunk's place among CHUNK_CONCURRENCY and
+        the place `limits.admit` gave it stay taken until the thread returns, and `returned` waits for it."""
         self.sync_calls += 1
         thread = sync_calls.start(fn, ready)
         thread.add_done_callback(self._returned)
@@ -86,6 +87,7 @@ class HandlerCalls:
         except asyncio.CancelledError:
             if not thread.done():
                 self._left.add(thread)
+                fair_slots.hold_until(thread)  # its CHUNK_CONCURRENCY place
                 if limits is not None:
                     limits.hold_until(thread)
             raise

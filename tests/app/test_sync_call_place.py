@@ -20,7 +20,9 @@ import pytest
 
 from shared.core import layout
 from shared.core.errors import SessionEnding
+from shared.engine import fair_slots
 from shared.engine.drainer import Drainer
+from shared.engine.fair_slots import FairSlots
 from shared.engine.limits import ALLOCATION_BLOB, HandlerLimits
 from shared.ops.reports import read_batch_status
 from shared.store.leases import DrainLease
@@ -141,3 +143,62 @@ async def test_a_session_keeps_its_claim_and_lease_until_a_sync_call_whose_chunk
         gate.open.set()
     await asyncio.wait_for(drain, WAIT_S)
     assert gate.events == ["call returned", "claim given back", "lease given back"]
+
+
+@pytest.mark.slow
+async def test_no_chunk_takes_the_chunk_concurrency_place_of_a_sync_call_whose_chunk_was_given_up(
+    configure: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same with no HANDLER_MAX_IN_FLIGHT: the call's place among CHUNK_CONCURRENCY (1 here, and the second
+    chunk is of the same lane, so no extra place) stays taken until its thread returns, as a call's place does while
+    it runs. Before, the next chunk's call started at once beside the running thread."""
+    services = configure(
+        publisher=RecordingPublisher(),
+        HANDLER="tests.app.handlers:gated_sync",
+        CHUNK_CONCURRENCY="1",
+        VISIBILITY_TIMEOUT_S=str(VISIBILITY_S),
+    )
+    gate, loop = handlers.gate, asyncio.get_running_loop()
+    first = await submit_ids(services, ["a-1"])
+    lost = answer_lost_once(monkeypatch, "PUT", "/messages/")  # the first extension: the blocked chunk's
+    began, decided = asyncio.Event(), asyncio.Event()  # the first call began; the second chunk's call began or waits
+
+    def started() -> None:
+        loop.call_soon_threadsafe((decided if len(gate.started) > 1 else began).set)
+
+    gate.on_start = started
+    acquire, hold, seen = FairSlots._acquire, fair_slots.hold_until, []
+    given_up = asyncio.Event()  # the first chunk was given up, its thread left running
+
+    async def observed(self: FairSlots, lane: str) -> None:
+        seen.append(self)
+        if self.free == 0 and given_up.is_set():  # no place free once the first chunk was given up: it waits
+            decided.set()
+        await acquire(self, lane)
+
+    def kept(call: asyncio.Future[Any]) -> None:
+        hold(call)
+        given_up.set()
+        if any(slots._waiting for slots in seen):  # the second chunk waits for a place already
+            decided.set()
+
+    monkeypatch.setattr(FairSlots, "_acquire", observed)
+    monkeypatch.setattr(fair_slots, "hold_until", kept)
+    drain = asyncio.ensure_future(drain_all(services))
+    try:
+        await asyncio.wait_for(began.wait(), WAIT_S)
+        second = await submit_ids(services, ["b-1"])  # received once the failed extension gives the first chunk up
+        await asyncio.wait_for(decided.wait(), WAIT_S)
+        assert lost, "the first chunk's extension lost its answer"
+        assert gate.started == [first], "a second call took the place of a running one under CHUNK_CONCURRENCY=1"
+    finally:
+        gate.open.set()
+    await asyncio.wait_for(drain, WAIT_S)
+
+    async def completed() -> bool:
+        await drain_all(services)
+        statuses = [(await read_batch_status(services, b))["status"] for b in (first, second)]
+        return statuses == ["completed", "completed"]
+
+    await wait_for(completed, WAIT_S, "both batches completed")
+    assert gate.most == 1, "two handler calls in flight under CHUNK_CONCURRENCY=1"
