@@ -49,6 +49,23 @@ def gated(configure: Any, **extra: str) -> Any:
     )
 
 
+async def first_call_blocked(
+    services: Any, monkeypatch: pytest.MonkeyPatch
+) -> tuple[str, list[Any], asyncio.Event, asyncio.Event]:
+    """Submit the first batch, lose its chunk's first extension's answer, and name two events: its call began,
+    and the second chunk's call began (a test adds what else decides it)."""
+    gate, loop = handlers.gate, asyncio.get_running_loop()
+    first = await submit_ids(services, ["a-1"])
+    lost = answer_lost_once(monkeypatch, "PUT", "/messages/")  # the first extension: the blocked chunk's
+    began, decided = asyncio.Event(), asyncio.Event()
+
+    def started() -> None:
+        loop.call_soon_threadsafe((decided if len(gate.started) > 1 else began).set)
+
+    gate.on_start = started
+    return first, lost, began, decided
+
+
 async def leased(services: Any) -> bool:
     state = services.storage.container(services.settings.state_container)
     lease = state.get_blob_client(layout.lease_blob(services.settings.work_queue, 0))
@@ -60,15 +77,8 @@ async def test_no_chunk_is_admitted_into_the_place_of_a_sync_call_whose_chunk_wa
     configure: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     services = gated(configure, DRAIN_BUDGET_S=str(BUDGET_S))
-    gate, loop = handlers.gate, asyncio.get_running_loop()
-    first = await submit_ids(services, ["a-1"])
-    lost = answer_lost_once(monkeypatch, "PUT", "/messages/")  # the first extension: the blocked chunk's
-    began, decided = asyncio.Event(), asyncio.Event()  # the first call began; the second chunk's call began or not
-
-    def started() -> None:
-        loop.call_soon_threadsafe((decided if len(gate.started) > 1 else began).set)
-
-    gate.on_start = started
+    first, lost, began, decided = await first_call_blocked(services, monkeypatch)
+    gate = handlers.gate
     admit = HandlerLimits.admit
 
     @asynccontextmanager
@@ -158,15 +168,8 @@ async def test_no_chunk_takes_the_chunk_concurrency_place_of_a_sync_call_whose_c
         CHUNK_CONCURRENCY="1",
         VISIBILITY_TIMEOUT_S=str(VISIBILITY_S),
     )
-    gate, loop = handlers.gate, asyncio.get_running_loop()
-    first = await submit_ids(services, ["a-1"])
-    lost = answer_lost_once(monkeypatch, "PUT", "/messages/")  # the first extension: the blocked chunk's
-    began, decided = asyncio.Event(), asyncio.Event()  # the first call began; the second chunk's call began or waits
-
-    def started() -> None:
-        loop.call_soon_threadsafe((decided if len(gate.started) > 1 else began).set)
-
-    gate.on_start = started
+    first, lost, began, decided = await first_call_blocked(services, monkeypatch)
+    gate = handlers.gate
     acquire, hold, seen = FairSlots._acquire, fair_slots.hold_until, []
     given_up = asyncio.Event()  # the first chunk was given up, its thread left running
 
