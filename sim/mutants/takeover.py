@@ -25,7 +25,7 @@ def _dead_replay_left_to_a_replay() -> Iterator[None]:
 
 
 MUTANTS = [
-    Mutant("dead-replay-left-to-a-replay", "issue 37 (lifecycle seed 606)", "a replay killed between its claim and "
+    Mutant("dead-replay-left-to-a-replay", "5e49157", "a replay killed between its claim and "
            "its send leaves its chunk's items retrying and the chunk parked until another replay of it comes; with "
            "none, its batch is `processing` for good", _dead_replay_left_to_a_replay, family="lifecycle",
            expect=STRANDED, invariant="a replayed chunk is never stranded (`sim.checks.replays`)", seeds=700),

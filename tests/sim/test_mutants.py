@@ -83,6 +83,7 @@ CAUGHT = [
     ("look-named-late-kept", 889),  # storage, doorbells lost: a look after a 202 (issue 37)
     ("sync-place-given-back", 627),  # replay: calls in flight within HANDLER_MAX_IN_FLIGHT (a sync call's place)
     ("hung-chunk-delivered-forever", 1),  # limits, a chunk hanging at every call: every chunk gone within an hour
+    ("dead-replay-left-to-a-replay", 606),  # lifecycle, a replay killed after its claim: no replayed chunk stranded
 ]
 # Rows once here whose seeds moved with the world's doors and the app's changes (none fails its old seed any
 # more, checked by hand: no-look-chain 2 (now `storage` 1, its doorbells lost), receive-without-share 6,
@@ -127,7 +128,7 @@ SLOW = {"notice-claim-held-for-the-delay", "notice-redelivered-past-the-deadline
         "tolerance-judged-once", "retry-delay-in-seconds", "lane-depths-every-tick", "stale-copies-kept",
         "replay-unbounded-in-time", "int-parsed-before-its-length", "replay-ids-unchecked",
         "calls-outlive-the-lease", "claim-lowered-after-write", "recorded-lineage-worked-again",
-        "hung-chunk-delivered-forever",
+        "hung-chunk-delivered-forever", "dead-replay-left-to-a-replay",
         "sync-place-given-back"}  # fmt: skip
 
 
