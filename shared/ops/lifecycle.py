@@ -6,7 +6,8 @@ handler call of it starts later than `ENDED_CHECK_S` after the answer, and its c
 stamps the manifest (`final_status`, `finished_at`) over its ETag, so exactly one caller sees the change and
 stores the batch's completion notice, if it named a callback (`shared.ops.notices`). It runs once per batch a
 drain execution recorded results of (`shared.router`), and after a cancel: two storage calls per batch (a
-manifest read and a listing of its results), never per chunk, and a write once.
+manifest read and a listing of its results), never per chunk, and once the stamp and the stamp in the batch's two
+index entries (`shared.store.batch_index.restamp`: what the batch list shows).
 
 The export (`export`) reads the result records in position order, a window of chunks at a time: one listing
 of the batch's results (one page per 5,000 result blobs), then one GetBlob per result blob holding records of the
@@ -36,7 +37,7 @@ from shared.intake import quota_gate
 from shared.ops import notices
 from shared.ops.status import FINAL, batch_status, crossed_tolerance, failed_items
 from shared.services import Services
-from shared.store import ended
+from shared.store import batch_index, ended
 from shared.store.result_store import list_entries, read_chosen
 from shared.store.storage import write_json
 
@@ -140,6 +141,8 @@ async def _finalized(
     log.info("batch %s final: %s (%s)", batch_id, status["status"], status["items"])
     # Only after the stamp won: a notice written before it stated a status a cancel's end could still overturn.
     await notices.batch_final(services, manifest, status)  # none unless it named a callback
+    # So that the list shows the stamp (a cancel's end after the last record: `cancelled`) with no manifest read.
+    await batch_index.restamp(services.storage.container(services.settings.batches_container), stamped)
     return status
 
 

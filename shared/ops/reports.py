@@ -19,13 +19,13 @@ from shared.core.identity import Caller
 from shared.core.lanes import Lane
 from shared.engine import lane_queues
 from shared.engine.rates import QUEUE_TARGET_PER_S, advice
-from shared.ops import costs, notices
+from shared.ops import costs, notices, progress
 from shared.ops.lifecycle import finalize, no_batch, read, visible
 from shared.ops.listing import ListFilter
 from shared.ops.progress import batch_progress
 from shared.ops.status import FINAL, batch_status
 from shared.services import Services
-from shared.store import batch_index, quotas
+from shared.store import batch_index, ended, quotas
 from shared.store.fallback_state import to_view
 from shared.store.leases import queue_leases
 from shared.store.result_store import list_entries
@@ -155,7 +155,11 @@ async def read_batch_page(
     services: Services, limit: int, continuation: str | None, tenant: str | None = None, only: ListFilter | None = None
 ) -> dict[str, Any]:
     """Recent batches (every tenant's, or `tenant`'s own), newest first: one listing of the index, then one
-    listing of the results of each batch in the filter's time (`only`; its status is judged from them)."""
+    listing of the results of each batch in the filter's time (`only`; its status is judged from them, or is its
+    final stamp when its index entry carries it). A batch complete by its records whose entry carries no stamp
+    (not stamped yet, or its entry's stamp write failed) costs a manifest read, and once stamped a write of its
+    two index blobs (`shared.store.batch_index.restamp`), so that it is read once: it may have been cancelled
+    after its last record."""
     settings = services.settings
     only = only or ListFilter()
     batches = services.storage.container(settings.batches_container)
@@ -165,5 +169,17 @@ async def read_batch_page(
     listed = await asyncio.gather(*(list_entries(results, entry.batch_id) for entry in entries))
     now = datetime.now(timezone.utc)
     shown = [batch_progress(entry, found, now) for entry, found in zip(entries, listed, strict=True)]
+    unsure = [n for n, entry in enumerate(entries) if progress.unsure(entry, shown[n])]
+    manifests = await asyncio.gather(*(_manifest(batches, entries[n]) for n in unsure))
+    for n, manifest in zip(unsure, manifests, strict=True):
+        shown[n] = batch_progress(progress.judged(entries[n], manifest), listed[n], now)
     over = any(only.past(entry) for entry in index.entries)
     return {"batches": [b for b in shown if only.keeps(b)], "continuation": None if over else index.continuation}
+
+
+async def _manifest(batches: ContainerClient, entry: batch_index.IndexEntry) -> Manifest:
+    """The manifest of a batch the list is unsure of; its index entry written again if it is stamped."""
+    manifest, _ = await ended.read_manifest(batches, entry.batch_id)
+    if manifest.final_status is not None:
+        await batch_index.restamp(batches, manifest)
+    return manifest

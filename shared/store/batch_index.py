@@ -11,10 +11,17 @@ Each batch is indexed twice: in the index of every batch (the operator's list) a
 its own batches, whatever the other tenants hold.
 
 Cost: two PutBlobs per accepted batch, by its submit after the commit. The name and metadata come from the
-committed manifest alone, so whoever writes them again writes the same blob. That closes the gap a submit
-leaves when it dies (or its write fails) between the commit and the index: its keyed retry writes it again,
-and so does a drainer that admits the batch by reading its manifest (`shared.engine.chunks`), since a submit
-names its batch in its lanes' marks only once it is indexed.
+committed manifest alone, so whoever writes them again writes the same blob (but for its stamp, below). That
+closes the gap a submit leaves when it dies (or its write fails) between the commit and the index: its keyed
+retry writes it again, and so does a drainer that admits the batch by reading its manifest
+(`shared.engine.chunks`), since a submit names its batch in its lanes' marks only once it is indexed.
+
+A batch's final stamp (`final_status`, `shared.ops.lifecycle.finalize`) is written into both blobs' metadata too
+(`final`): two more writes, once per batch, so that the list shows what the stamp says (a cancel that ended the
+batch after its last record makes it `cancelled`, whatever its records say) without reading the manifest. A
+stamp never changes, so an entry that carries one stays right; a stamp write that failed, or a write of the
+entry from a manifest read before the stamp, leaves it without `final`, and the list then reads that batch's
+manifest (`shared.ops.reports`) and writes the entry again.
 """
 
 from __future__ import annotations
@@ -68,6 +75,9 @@ class IndexEntry:
     callback: bool = False  # it named a callback_url (entries written before this say not): the notice sweep's filter
     tenant: str | None = None  # written for a tenant's batch (entries written before this have none)
     metadata: dict[str, str] | None = None  # the batch's labels, when it has some
+    final: str | None = (
+        None  # its final stamp, once written here (`final_status`; None before, or if that write failed)
+    )
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,8 @@ def metadata(manifest: Manifest) -> dict[str, str]:
         meta["callback"] = "1"
     if manifest.metadata:  # so the list shows the labels without reading the manifest
         meta["labels"] = labels.encoded(manifest.metadata)
+    if manifest.final_status is not None:  # so the list shows the stamp without reading the manifest
+        meta["final"] = manifest.final_status
     return meta
 
 
@@ -136,6 +148,7 @@ def entry(name: str, meta: Mapping[str, str] | None) -> IndexEntry | None:
         callback=meta.get("callback") == "1",
         tenant=meta.get("tenant"),
         metadata=labels.decoded(meta.get("labels")),
+        final=meta.get("final"),
     )
 
 
@@ -178,10 +191,23 @@ async def record(container: ContainerClient, manifest: Manifest) -> bool:
     write is logged and the submission goes on. Its lanes' marks then leave the batch unnamed, so the drainer
     that admits it reads its manifest and writes the entry (until then it is missing from the list, never from
     storage or its status route)."""
+    return await _written(container, manifest, "batch %s accepted but not indexed yet (its drainer indexes it): %s")
+
+
+async def restamp(container: ContainerClient, manifest: Manifest) -> bool:
+    """`write` again, of a batch just stamped final (its `final` in the entry's metadata), best effort: should it
+    fail, the list finds an entry its records call complete without a stamp, reads the manifest and writes it."""
+    assert manifest.final_status is not None, "only a stamped batch is restamped"
+    return await _written(
+        container, manifest, "batch %s stamped final, its index entry not (the list reads its manifest): %s"
+    )
+
+
+async def _written(container: ContainerClient, manifest: Manifest, failed: str) -> bool:
     try:
         await write(container, manifest)
     except StorageError as e:
-        log.warning("batch %s accepted but not indexed yet (its drainer indexes it): %s", manifest.batch_id, e)
+        log.warning(failed, manifest.batch_id, e)
         return False
     return True
 
