@@ -34,9 +34,10 @@ from sim.storage.charges import Spent
 World = Any
 
 # A cancel: four manifest reads (its status before, its end, its finalize, its status after), the manifest's
-# write and the marker's, a final stamp and its notice if the cancel made the batch final, and one more read and
-# write when the manifest changed under the end (its ETag); the listings are counted apart.
-CANCEL_BASE = 10
+# write and the marker's, a final stamp, the stamp in the batch's two index entries and its notice if the cancel
+# made the batch final, and one more read and write when the manifest changed under the end (its ETag); the
+# listings are counted apart.
+CANCEL_BASE = 12
 PAGE_BASE = 1  # a results page: the manifest's read; the listings and the blob reads are counted apart
 FAULTS = ("5xx", "timeout", "lost")  # storage faults that cost a retry
 SKEW_S = 5.0  # a host's clock against the world's, with margin (the buckets a listing names are by its clock)

@@ -6,10 +6,14 @@ import json
 from collections import Counter
 from typing import Any
 
+from shared.core import layout
 from shared.ops import lifecycle, reports
 from shared.ops.status import FINAL
 from sim.checks import promises, replays
 
+# What the batch list shows of a batch stamped final (docs/api.md): these as they are, any other final status
+# (`cancelled`, `failed`, `expired`) as `ended`.
+LISTED = {"completed": "completed", "completed_with_failures": "completed_with_failures"}
 VOLUME_TX_PER_1000 = 30.0  # see transactions_bounded
 VOLUME_TX_PER_RUN = 100  # what a run pays whatever its items (see transactions_bounded)
 
@@ -75,6 +79,10 @@ async def final_checks(self: World) -> None:
         elif row["items"] != {k: status["items"].get(k) for k in row["items"]}:
             # The list counts what was never run of an ended batch only as not pending (`shared.ops.progress`).
             self.violate(f"batch {batch_id[:8]}: the list says {row['items']}, the status route {status['items']}")
+        elif (stamp := final_stamp(self, batch_id)) is not None and row["status"] != LISTED.get(stamp, "ended"):
+            # A cancel that read the batch before its last record and ended it after: stamped `cancelled` though
+            # every item succeeded (lifecycle seed 601), the list must not say `completed` (docs/api.md).
+            self.violate(f"batch {batch_id[:8]} stamped {stamp}, but the batch list says {row['status']}")
     for batch_id, answered in self.answers.items():
         if 202 in answered or not answered:
             continue
@@ -126,6 +134,13 @@ def transactions_bounded(self: World) -> None:
             f"{per_1000:.1f} storage transactions per 1,000 items past the run's own {VOLUME_TX_PER_RUN} "
             f"(bound {VOLUME_TX_PER_1000}; {self.run_transactions} for {self.accepted_items} items)"
         )
+
+
+def final_stamp(self: World, batch_id: str) -> str | None:
+    """The batch's `final_status` as its manifest stands now (the status reads above stamped what was final)."""
+    blob = self.account.containers[self.settings.batches_container][layout.manifest_blob(batch_id)]
+    stamp = json_of(blob.data).get("final_status")
+    return stamp if isinstance(stamp, str) else None
 
 
 def tries(self: World, batch_id: str) -> int:

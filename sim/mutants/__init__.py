@@ -15,8 +15,9 @@ handler limits), `counts` (a drainer's counts of it, one at a time), `lapse` (ha
 chunk that comes back), `history` (the cancel bound under late listings, costs that grow with history), `doorbells`
 (scheduled doorbells, a flood's late ones), `requests` (how a malformed request is refused), `replay_bounds` (a replay's
 time, the stale copies it leaves), `replay_steps` (what a killed background step leaves), `unanswered` (a chunk whose
-handler never returns), `takeover` (a replay killed after its claim). `hunting` hunts the seeds (in parallel
-processes), `runner` is the command, `verify` tries each row of the table as measured again.
+handler never returns), `takeover` (a replay killed after its claim), `liststamp` (the batch list's status of a
+stamped batch). `hunting` hunts the seeds (in parallel processes), `runner` is the command, `verify` tries each row
+of the table as measured again.
 
 A defect this cannot catch is in the table too, with why (a path the simulated world never takes, a fault it
 does not model). A fix that cannot be put back as a patch of today's code has no mutant.
@@ -36,6 +37,7 @@ from sim.mutants import (
     idle,
     lapse,
     lifecycle,
+    liststamp,
     looks,
     notices,
     outcomes,
@@ -77,6 +79,7 @@ MUTANTS: list[Mutant] = [
     *replay_steps.MUTANTS,
     *unanswered.MUTANTS,
     *takeover.MUTANTS,
+    *liststamp.MUTANTS,
 ]
 
 __all__ = ["MUTANTS", "Mutant"]
