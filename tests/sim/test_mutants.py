@@ -85,6 +85,7 @@ CAUGHT = [
     ("hung-chunk-delivered-forever", 1),  # limits, a chunk hanging at every call: every chunk gone within an hour
     ("dead-replay-left-to-a-replay", 606),  # lifecycle, a replay killed after its claim: no replayed chunk stranded
     ("list-blind-to-the-stamp", 5),  # lifecycle: the batch list shows a stamped batch's final status (a stale cancel)
+    ("held-admitted-past-budget", 734),  # lifecycle: a session ends within its budget + 60 s (a cancelled page)
 ]
 # Rows once here whose seeds moved with the world's doors and the app's changes (none fails its old seed any
 # more, checked by hand: no-look-chain 2 (now `storage` 1, its doorbells lost), receive-without-share 6,
