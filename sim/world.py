@@ -32,6 +32,7 @@ from shared.core.settings import Settings
 from shared.ops.notices import PREFIX as NOTICES
 from sim import families, platform
 from sim.bus import Broker, BusWeather
+from sim.checks.answered_final import AnsweredFinal
 from sim.checks.final import final_checks, json_of
 from sim.checks.invariants import Cancels, Looks, held_watched
 from sim.checks.promises import RESTART_S
@@ -91,6 +92,7 @@ class World:
         self.fault_hang_s = 0.0  # when the last hang that is the world's fault began (`sim.stuck.a_fault`)
         self.looks = Looks(self, SESSION_MARGIN_S)
         self.cancels = Cancels(self)
+        self.answered_final = AnsweredFinal(self)  # final statuses answered (`sim.checks.answered_final`)
         self.run_transactions = 0  # storage transactions of the run, before the final checks read anything
         # Records for the invariants (see the helpers' interface notes in sim.platform's docstring):
         self.calls: list[Call] = []  # every handler call, in the order they started

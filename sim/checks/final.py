@@ -38,6 +38,7 @@ async def final_checks(self: World) -> None:
     for batch_id, manifest in sorted(accepted.items()):
         status = await reports.read_batch_status(services, batch_id)
         statuses[batch_id] = status
+        self.answered_final.after_run(batch_id, status)
         items = status["items"]
         ended = manifest.get("ended")  # cancelled (`sim.checks.invariants.Cancels`): its unhandled items end cancelled
         finals = ("completed", "completed_with_failures") + ((ended,) if ended else ())

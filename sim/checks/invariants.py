@@ -360,6 +360,7 @@ class Cancels:
             world.note(f"cancel {label} ({batch_id[:8]}) on {instance.name}: no answer ({type(e).__name__})")
             return
         self.answered[batch_id] = world.now_s()
+        world.answered_final.saw(batch_id, 200, status, "a cancel's answer")
         world.note(f"cancel {label} ({batch_id[:8]}) on {instance.name}: {status['status']}")
 
     def on_handler_start(self, batch_id: str) -> None:

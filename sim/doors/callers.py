@@ -205,6 +205,7 @@ async def poll(world: World, label: str, every_s: float, times: int) -> None:
             continue
         _, response = got
         world.features.add("status")
+        world.answered_final.saw(batch_id, response.status, response.body, "a poll")
         if n % 3 == 2:
             listing = partial(api.batch_list, {"limit": "5"}, owner(world, batch_id))
             await on_instance(world, "GET /api/batches", listing, n)
@@ -247,6 +248,8 @@ async def read_pages(world: World, at_s: float, label: str, limit: int, start: i
         batch_id = batch_of(world, label)
         asked = batch_id and partial(api.batch_status, batch_id, owner(world, batch_id))
         status = asked and await on_instance(world, "GET status", asked)
+        if status and batch_id:
+            world.answered_final.saw(batch_id, status[1].status, status[1].body, "a page reader's status read")
         if status and status[1].status == 200 and status[1].body.get("status") in FINAL:
             break
         await asyncio.sleep(5.0)
@@ -270,6 +273,8 @@ async def cancel(world: World, at_s: float, label: str, pick: int = 0) -> None:
                             lambda: api.cancel_batch(batch_id, owner(world, batch_id)), pick, spent)  # fmt: skip
     if got is not None and got[1].status in (200, 202):
         cost_promises.cancel_cost(world, spent, batch_id, began)
+    if got is not None:
+        world.answered_final.saw(batch_id, got[1].status, got[1].body, "a cancel's answer")
     if got is None or got[1].status not in (200, 202):
         world.note(f"cancel {label}: {None if got is None else got[1].status}")
         return
