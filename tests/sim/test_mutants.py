@@ -86,6 +86,7 @@ CAUGHT = [
     ("dead-replay-left-to-a-replay", 606),  # lifecycle, a replay killed after its claim: no replayed chunk stranded
     ("list-blind-to-the-stamp", 5),  # lifecycle: the batch list shows a stamped batch's final status (a stale cancel)
     ("held-admitted-past-budget", 734),  # lifecycle: a session ends within its budget + 60 s (a cancelled page)
+    ("status-answers-unstamped-final", 1),  # stale-cancel: a final status once answered never changes (issue 37)
 ]
 # Rows once here whose seeds moved with the world's doors and the app's changes (none fails its old seed any
 # more, checked by hand: no-look-chain 2 (now `storage` 1, its doorbells lost), receive-without-share 6,
@@ -117,6 +118,7 @@ ALONE = [
     "replay-rings-at-end",
     "no-continuation-at-budget",
     "step-progress-at-its-end",
+    "status-answers-unstamped-final",
 ]
 BY_NAME = {m.name: m for m in MUTANTS}
 # Rows whose runs take seconds each (hundreds of virtual seconds of notice retries, replays, floods, parked chunks),
