@@ -36,9 +36,9 @@ RESULTS_LISTINGS = tuple(f"blob LIST {d}" for d in HEX if d != "e") + tuple(f"bl
 def stale_cancel(scenario: Scenario, rng: random.Random, instances: int, submits: Draw) -> None:
     """`submits` is `sim.families.submits`; the batches have no lifecycle options (an expiry or a tolerance would
     end some of them otherwise than by their cancel)."""
-    # One batch: a drain's finalize of each batch it touched waits out that batch's late listing, one after another
-    # past the drain's budget, and a few of them would pass the session's margin (`sim.sessions`; seeds 26 and 45 of
-    # a first draw with 2-4 batches: 93 s and 74 s for bounds of 90 s and 70 s).
+    # One batch. A first draw had 2-4 batches and cancels 1-40 s in: a drain's finalize of each batch it touched
+    # waited out that batch's late listing, one after another past the drain's budget (its seeds 26 and 45: 93 s
+    # and 74 s for bounds of 90 s and 70 s); `shared.ops.lifecycle.finalize_all` is now held to FINALIZE_S in all.
     scenario.submits = submits(rng, scenario.seed, instances, 1, at=(0.0, 10.0), tenants=["", "a"], modes=MODES,
                                lifecycle=False, sizes=SIZES)  # fmt: skip
     scenario.handler_s = rng.choice([(0.3, 1.0), (1.0, 3.0)])  # batches that run for some seconds
