@@ -17,8 +17,9 @@ chunk that comes back), `history` (the cancel bound under late listings, costs t
 time, the stale copies it leaves), `replay_steps` (what a killed background step leaves), `unanswered` (a chunk whose
 handler never returns), `takeover` (a replay killed after its claim), `liststamp` (the batch list's status of a
 stamped batch), `budget_places` (a chunk that gets its place past its session's budget), `status_final` (a final
-status the status route answered before its stamp). `hunting` hunts the seeds (in parallel processes), `runner` is
-the command, `verify` tries each row of the table as measured again.
+status the status route answered before its stamp), `stamp_order` (a notice stored before its stamp). `hunting`
+hunts the seeds (in parallel processes), `runner` is the command, `verify` tries each row of the table as measured
+again.
 
 A defect this cannot catch is in the table too, with why (a path the simulated world never takes, a fault it
 does not model). A fix that cannot be put back as a patch of today's code has no mutant.
@@ -51,6 +52,7 @@ from sim.mutants import (
     replaying,
     reports,
     requests,
+    stamp_order,
     status_final,
     takeover,
     unanswered,
@@ -85,6 +87,7 @@ MUTANTS: list[Mutant] = [
     *liststamp.MUTANTS,
     *budget_places.MUTANTS,
     *status_final.MUTANTS,
+    *stamp_order.MUTANTS,
 ]
 
 __all__ = ["MUTANTS", "Mutant"]
