@@ -61,5 +61,9 @@ MUTANTS = [
     Mutant("notice-before-stamp", "3625368 (issue 37, lifecycle seed 601)", "finalize stores a batch's completion "
            "notice before it wins the stamp, so a cancel that ends the batch meanwhile is stamped `cancelled` under "
            "a `completed` notice", _notice_before_stamp, family="lifecycle", expect=CONTRADICTS,
-           invariant="a notice never contradicts the batch's final status (`sim.checks.promises`)"),
+           invariant="a notice never contradicts the batch's final status (`sim.checks.promises`)",
+           why="not caught in 300 lifecycle seeds: the notice must be stored in the milliseconds between a cancel's "
+           "read of the batch and its end, and no lifecycle seed puts a finalize there (lifecycle seed 601 did, on "
+           "a schedule since moved); plan: callbacks on a share of the stale-cancel family's batches, whose late "
+           "listings widen that window (its status-route twin is caught there at seed 1)"),
 ]  # fmt: skip

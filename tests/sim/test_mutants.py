@@ -53,7 +53,7 @@ CAUGHT = [
     ("doorbell-before-visible", 3),  # schedule: progress (the scheduled doorbell's margin)
     ("late-doorbells-drain", 3),  # flood: a late doorbell costs no storage call (issue 36 item 16)
     ("null-widens-replay", 2),  # replay: a replay takes only what it was asked for (issue 36 item 15)
-    ("notice-claim-held-for-the-delay", 66),  # lifecycle: one notice's attempts never overlap (issue 36 item 10)
+    ("notice-claim-held-for-the-delay", 82),  # lifecycle: one notice's attempts never overlap (issue 36 item 10)
     ("notice-redelivered-past-the-deadline", 9),  # lifecycle: no attempt but the first past the deadline (item 10)
     ("callback-allowed-by-host", 0),  # lifecycle: no submit or POST to another origin (issue 36 item 14)
     ("notice-error-shown-raw", 1),  # lifecycle: no API answer carries the receiver's words (issue 36 item 14)
@@ -77,14 +77,14 @@ CAUGHT = [
     ("replay-ids-unchecked", 0),  # replay: a malformed request is a 4xx naming it, no job written (issue 26 item 4)
     ("replay-unbounded-in-time", 9),  # replay: a synchronous replay takes no chunk after 60 s (issue 26 item 2)
     ("steps-sized-by-rate", 29),  # replay: a replay step ends within the drain budget (issue 26 item 10)
-    ("stale-copies-kept", 15),  # replay: no stale parked copy left after a replay of everything (issue 26 item 15)
+    ("stale-copies-kept", 23),  # replay: no stale parked copy left after a replay of everything (issue 26 item 15)
     ("step-progress-at-its-end", 28),  # replay: a job's progress counts every chunk a killed step took (issue 37)
     ("arm-storage-failure-left-to-timer", 110),  # storage, doorbells lost: a look after a 202 (issue 37)
     ("look-named-late-kept", 889),  # storage, doorbells lost: a look after a 202 (issue 37)
     ("sync-place-given-back", 627),  # replay: calls in flight within HANDLER_MAX_IN_FLIGHT (a sync call's place)
     ("hung-chunk-delivered-forever", 1),  # limits, a chunk hanging at every call: every chunk gone within an hour
     ("dead-replay-left-to-a-replay", 606),  # lifecycle, a replay killed after its claim: no replayed chunk stranded
-    ("list-blind-to-the-stamp", 5),  # lifecycle: the batch list shows a stamped batch's final status (a stale cancel)
+    ("list-blind-to-the-stamp", 132),  # lifecycle: the batch list shows a stamped batch's final status (a stale cancel)
     ("held-admitted-past-budget", 734),  # lifecycle: a session ends within its budget + 60 s (a cancelled page)
     ("status-answers-unstamped-final", 1),  # stale-cancel: a final status once answered never changes (issue 37)
 ]
