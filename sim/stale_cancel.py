@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from sim.scenario import Scenario, Span
@@ -41,6 +42,11 @@ def stale_cancel(scenario: Scenario, rng: random.Random, instances: int, submits
     # and 74 s for bounds of 90 s and 70 s); `shared.ops.lifecycle.finalize_all` is now held to FINALIZE_S in all.
     scenario.submits = submits(rng, scenario.seed, instances, 1, at=(0.0, 10.0), tenants=["", "a"], modes=MODES,
                                lifecycle=False, sizes=SIZES)  # fmt: skip
+    # Half the batches name a callback (a generator of its own: the draws above and below stand): finalize stores
+    # the notice only once its stamp won, so a cancel's end in the window cannot leave a `completed` notice on a
+    # batch stamped `cancelled` (`notice-before-stamp`).
+    own = random.Random(f"stale-cancel-callbacks-{scenario.seed}")
+    scenario.submits = [replace(sub, callback=own.random() < 0.5) for sub in scenario.submits]
     scenario.handler_s = rng.choice([(0.3, 1.0), (1.0, 3.0)])  # batches that run for some seconds
     for sub in scenario.submits:
         scenario.polls.append((sub.label, rng.choice([0.5, 1.0, 2.0]), 400))

@@ -1,8 +1,8 @@
 """Finalize's half of 3625368 put back: a batch final by its records gets its completion notice stored before its
 stamp, so a cancel that read it before its last record and ends it meanwhile wins the stamp (`cancelled`) while the
-notice already says `completed`. Caught, when it is, by the notices' agreement with the status route
-(`sim.checks.promises`: a notice never contradicts the batch's final status); the status route's half is
-`status-answers-unstamped-final`."""
+notice already says `completed`. Caught by the notices' agreement with the status route (`sim.checks.promises`: a
+notice never contradicts the batch's final status) in the `stale-cancel` family, whose batches name a callback
+half the time; not in 300 `lifecycle` seeds. The status route's half is `status-answers-unstamped-final`."""
 
 from __future__ import annotations
 
@@ -60,10 +60,6 @@ def _notice_before_stamp() -> Iterator[None]:
 MUTANTS = [
     Mutant("notice-before-stamp", "3625368 (issue 37, lifecycle seed 601)", "finalize stores a batch's completion "
            "notice before it wins the stamp, so a cancel that ends the batch meanwhile is stamped `cancelled` under "
-           "a `completed` notice", _notice_before_stamp, family="lifecycle", expect=CONTRADICTS,
-           invariant="a notice never contradicts the batch's final status (`sim.checks.promises`)",
-           why="not caught in 300 lifecycle seeds: the notice must be stored in the milliseconds between a cancel's "
-           "read of the batch and its end, and no lifecycle seed puts a finalize there (lifecycle seed 601 did, on "
-           "a schedule since moved); plan: callbacks on a share of the stale-cancel family's batches, whose late "
-           "listings widen that window (its status-route twin is caught there at seed 1)"),
+           "a `completed` notice", _notice_before_stamp, family="stale-cancel", expect=CONTRADICTS,
+           invariant="a notice never contradicts the batch's final status (`sim.checks.promises`)"),
 ]  # fmt: skip

@@ -83,7 +83,8 @@ CAUGHT = [
     ("look-named-late-kept", 889),  # storage, doorbells lost: a look after a 202 (issue 37)
     ("sync-place-given-back", 627),  # replay: calls in flight within HANDLER_MAX_IN_FLIGHT (a sync call's place)
     ("hung-chunk-delivered-forever", 1),  # limits, a chunk hanging at every call: every chunk gone within an hour
-    ("dead-replay-left-to-a-replay", 606),  # lifecycle, a replay killed after its claim: no replayed chunk stranded
+    ("dead-replay-left-to-a-replay", 606),
+    ("notice-before-stamp", 18),  # stale-cancel: a notice never contradicts the batch's final status (3625368)  # lifecycle, a replay killed after its claim: no replayed chunk stranded
     ("list-blind-to-the-stamp", 132),  # lifecycle: the batch list shows a stamped batch's final status (a stale cancel)
     ("held-admitted-past-budget", 734),  # lifecycle: a session ends within its budget + 60 s (a cancelled page)
     ("status-answers-unstamped-final", 1),  # stale-cancel: a final status once answered never changes (issue 37)
