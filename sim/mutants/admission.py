@@ -126,7 +126,11 @@ MUTANTS = [
     # The audit's hand-made reverts.
     Mutant("index-not-written-by-drainer", "a6c231e (found here)", "the index entry of a batch admitted by its "
            "manifest not written by the drainer", _index_not_written_by_drainer, family="submit",
-           expect="missing from the batch list", invariant="every accepted batch is in the batch list"),
+           expect="missing from the batch list", invariant="every accepted batch is in the batch list",
+           why="lost since 9f9f88e: finalize's stamp now writes both index entries, so a batch its drainer did not "
+           "index is listed once final, and the list is checked once the run is quiet; what is left of the defect "
+           "is a running batch missing from the list. Plan: list reads while batches run, holding every batch "
+           "with a handler call to be listed within a bound"),
     Mutant("doorbell-attempt-is-storage-word", "a3dd4cd (issue 30 item 5)", "a doorbell's attempt taken as "
            "storage's word", _doorbell_attempt_is_storage_word, family="submit", expect="pending",
            invariant="every accepted batch completes"),
