@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Coroutine
 from typing import Any
 
 from shared.core import layout
+from shared.core.layout import REPLAY_CLAIMS_PREFIX
 from shared.core.settings import Settings
 from shared.ops.notices import PREFIX as NOTICES
 from sim import families, platform
@@ -148,15 +149,17 @@ class World:
         return [i for i in self.instances if i.alive and i.services is not None]
 
     def work_left(self) -> int:
-        """Chunk messages queued, and completion notices not yet delivered or given up on (a batch with a callback
-        whose notice is not stored yet counts: the timer's sweep stores a final batch's missing notice)."""
+        """Chunk messages queued, replays' notes (a replay that died after its claim: the timer finishes it,
+        `shared.ops.replay_takeover`), and completion notices not yet delivered or given up on (a batch with a
+        callback whose notice is not stored yet counts: the timer's sweep stores a final batch's missing notice)."""
         queues = self.account.queues
         chunks = sum(
             len(q.messages) for name, q in queues.items() if name.startswith("work") and not name.endswith("-poison")
         )
+        state = self.account.containers.get(self.settings.state_container, {})
+        chunks += sum(1 for name in state if name.startswith(REPLAY_CLAIMS_PREFIX))
         if not any(s.callback for s in self.scenario.submits):
             return chunks
-        state = self.account.containers.get(self.settings.state_container, {})
         batches = self.account.containers.get(self.settings.batches_container, {})
         waiting = 0
         for name, blob in batches.items():
