@@ -31,6 +31,7 @@ Key = tuple[int, int, int]
 # A replay's claim on a parked chunk (`shared.ops.replay_marks`) is kept in its parent record:
 CLAIMED_MS = "replay_claimed_ms"  # when a replay last marked some of its items retrying (epoch ms)
 CLAIMED = "replay_claimed"  # the positions replays marked retrying (and did not give back)
+CLAIMED_FAILED = "replay_claimed_failed"  # their failures as they were, so anyone can give a dead claim back
 
 
 @dataclass(frozen=True)

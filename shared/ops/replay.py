@@ -207,6 +207,8 @@ async def _closed(services: Services, batch_id: str, known: dict[str, Closed | N
 
 
 async def _set_aside(services: Services, client: Any, entry: poison_index.Entry, parked: Parked, why: Closed) -> None:
+    if why is Closed.ENDED and parked.message.chunk_text is not None:  # a dead replay's claim on it goes back first
+        await marks.give_back(services, envelope.decode(parked.message.chunk_text).header)
     state = services.storage.container(services.settings.state_container)
     await poison_index.set_aside(state, entry, f"{why.value}: set aside, never replayed")
     await _unpark(services, client, entry, parked)

@@ -23,7 +23,7 @@ from enum import Enum
 from typing import Any
 
 from shared.batch import envelope, results
-from shared.batch.results import CLAIMED, CLAIMED_MS, ResultEntry, claimed
+from shared.batch.results import CLAIMED, CLAIMED_FAILED, CLAIMED_MS, ResultEntry, claimed
 from shared.core.errors import PreconditionFailed, ReplayConflict, ResourceMissing, StorageError
 from shared.services import Services
 from shared.store.result_store import list_entries
@@ -31,10 +31,12 @@ from shared.store.storage import read_json, write_json
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CLAIMED", "CLAIMED_MS", "CLAIM_S", "Claim", "Parent", "carrier", "claim", "claimed", "release", "stale"]
+__all__ = ["CLAIMED", "CLAIMED_MS", "CLAIM_S", "Claim", "Parent", "carrier", "claim", "claimed", "give_back",
+           "release", "stale"]  # fmt: skip
 
 MARK_ATTEMPTS = 5  # reads of a parent record that keeps changing under a replay before giving up
 CLAIM_S = 300  # a replay's mark older than this, with no record of the lineage it carries, is taken over
+LOST_REASON = "failed before a replay that died claimed it (its reason was not kept)"
 
 
 class Parent(Enum):
@@ -91,6 +93,8 @@ async def claim(services: Services, header: envelope.ChunkHeader) -> tuple[Paren
             record["retrying"] = sorted(set(record["retrying"]) | {f["i"] for f in moving})
             record[CLAIMED] = sorted(claimed(record) | {f["i"] for f in moving})
             record[CLAIMED_MS] = now_ms
+            kept = [f for f in record.get(CLAIMED_FAILED, []) if f["i"] not in {m["i"] for m in moving}]
+            record[CLAIMED_FAILED] = sorted([*kept, *moving], key=lambda f: int(f["i"]))
             try:
                 await write_json(container, entry.blob, doc, etag=etag, metadata=results.blob_metadata(doc))
             except PreconditionFailed:
@@ -137,6 +141,8 @@ async def release(services: Services, header: envelope.ChunkHeader, claimed: Cla
             record["retrying"] = [i for i in record["retrying"] if i not in moved]
             if CLAIMED in record:
                 record[CLAIMED] = [i for i in record[CLAIMED] if i not in moved]
+            if CLAIMED_FAILED in record:
+                record[CLAIMED_FAILED] = [f for f in record[CLAIMED_FAILED] if f["i"] not in moved]
             record["failed"] = sorted([*record["failed"], *back], key=lambda f: int(f["i"]))
             try:
                 await write_json(container, claimed.entry.blob, doc, etag=etag, metadata=results.blob_metadata(doc))
@@ -147,3 +153,41 @@ async def release(services: Services, header: envelope.ChunkHeader, claimed: Cla
         log.warning("chunk %d of batch %s: its replay's mark stays (the timer takes it over after %d s): %s",
                     header.chunk, header.batch_id, CLAIM_S, e)  # fmt: skip
     return False
+
+
+async def give_back(services: Services, header: envelope.ChunkHeader) -> None:
+    """A parked chunk of an ended batch is set aside, never replayed: a dead replay's claim on its items (older than
+    CLAIM_S, nothing carrying them) would hold them pending for good and its batch `cancelling`. Its failures go
+    back as they were (kept with the claim; one claimed before they were kept is failed with a reason that says
+    so). A fresh claim is left alone: its replay's chunk, if it went back, is discarded by its drainer and records
+    them. Raises StorageError (the chunk then stays parked, for the next replay or the timer)."""
+    positions = set(header.positions or [])
+    container = services.storage.container(services.settings.results_container)
+    for _ in range(MARK_ATTEMPTS):
+        listed = results.newest(await list_entries(container, header.batch_id))
+        if any(e.key == carrier(header) for e in listed):
+            return
+        now_ms = time.time_ns() // 1_000_000
+        for entry in (e for e in listed if (e.chunk, e.gen) == (header.chunk, header.gen - 1) and e.retrying):
+            try:
+                doc, etag = await read_json(container, entry.blob)
+            except ResourceMissing:
+                continue
+            record = results.select(doc, entry)
+            held = positions & set(record["retrying"]) & claimed(record) if record is not None else set()
+            if record is None or not held or not stale(record, now_ms):
+                continue
+            kept = {f["i"]: f for f in record.get(CLAIMED_FAILED, [])}
+            back = [kept.get(i) or {"i": i, "reason": LOST_REASON} for i in sorted(held)]
+            record["retrying"] = [i for i in record["retrying"] if i not in held]
+            record[CLAIMED] = [i for i in record.get(CLAIMED, []) if i not in held]
+            record[CLAIMED_FAILED] = [f for f in record.get(CLAIMED_FAILED, []) if f["i"] not in held]
+            record["failed"] = sorted([*record["failed"], *back], key=lambda f: int(f["i"]))
+            try:
+                await write_json(container, entry.blob, doc, etag=etag, metadata=results.blob_metadata(doc))
+            except PreconditionFailed:
+                break  # read the lineage again
+            log.warning("chunk %d of batch %s: a dead replay's claim on %d item(s) given back (its batch ended)",
+                        header.chunk, header.batch_id, len(back))  # fmt: skip
+        else:
+            return
