@@ -208,6 +208,9 @@ async def cancel_batch(batch_id: str, headers: Mapping[str, str] | None = None) 
     return await answer(call)
 
 
+ANY_ITEMS = 10**12  # a continuation's bound before the batch is read (its shape: at most 12 digits)
+
+
 def results_request(params: Mapping[str, str], items: int) -> tuple[str | None, int, int]:
     """`?status=` (one of succeeded, failed, cancelled, expired), `?limit=` (lines, 1 to MAX_RESULT_LINES) and
     `?continuation=` (the `X-Continuation` the previous page answered: the next position)."""
@@ -232,6 +235,7 @@ async def batch_results(
     there may be more, `X-Batch-Status` the batch's status (the lines agree with its counts once final)."""
 
     async def call() -> ApiResponse:
+        results_request(params, ANY_ITEMS)  # judged before any storage call: a malformed page is a 400, never a 503
         found = services()
         manifest, _, entries = await batch_lifecycle.read(found, batch_id, caller(headers))
         status, limit, start = results_request(params, manifest.items)
