@@ -83,8 +83,9 @@ CAUGHT = [
     ("look-named-late-kept", 889),  # storage, doorbells lost: a look after a 202 (issue 37)
     ("sync-place-given-back", 627),  # replay: calls in flight within HANDLER_MAX_IN_FLIGHT (a sync call's place)
     ("hung-chunk-delivered-forever", 1),  # limits, a chunk hanging at every call: every chunk gone within an hour
-    ("dead-replay-left-to-a-replay", 606),
-    ("notice-before-stamp", 18),  # stale-cancel: a notice never contradicts the batch's final status (3625368)  # lifecycle, a replay killed after its claim: no replayed chunk stranded
+    ("dead-replay-left-to-a-replay", 606),  # lifecycle, a replay killed after its claim: no replayed chunk stranded
+    ("notice-before-stamp", 18),  # stale-cancel: a notice never contradicts the batch's final status (3625368)
+    ("claim-kept-at-set-aside", 504),  # lifecycle: a dead replay's claim given back as its chunk is set aside
     ("list-blind-to-the-stamp", 132),  # lifecycle: the batch list shows a stamped batch's final status (a stale cancel)
     ("held-admitted-past-budget", 734),  # lifecycle: a session ends within its budget + 60 s (a cancelled page)
     ("status-answers-unstamped-final", 1),  # stale-cancel: a final status once answered never changes (issue 37)
@@ -133,7 +134,7 @@ SLOW = {"notice-claim-held-for-the-delay", "notice-redelivered-past-the-deadline
         "tolerance-judged-once", "retry-delay-in-seconds", "lane-depths-every-tick", "stale-copies-kept",
         "replay-unbounded-in-time", "int-parsed-before-its-length", "replay-ids-unchecked",
         "calls-outlive-the-lease", "claim-lowered-after-write", "recorded-lineage-worked-again",
-        "hung-chunk-delivered-forever", "dead-replay-left-to-a-replay",
+        "hung-chunk-delivered-forever", "dead-replay-left-to-a-replay", "claim-kept-at-set-aside",
         "sync-place-given-back"}  # fmt: skip
 
 
