@@ -208,6 +208,44 @@ def settled_counts(
     return out
 
 
+def item_outcomes(records: Iterable[Mapping[str, Any]], size: int) -> dict[int, tuple[str, Any]]:
+    """Per position of a chunk, how it settled (a kind of KINDS) and what its record says of it (a failure's
+    reason, a success's value, None for a discard), by `settled_counts`'s
+    rule applied to positions: the results export's lines, which must agree with the status route's counts.
+    `records` are a chunk's documents as they count (`newest`, `covered`).
+
+    Generation by generation: the first with a record may settle any of the chunk's positions; a later one only
+    those its predecessor held `retrying`, where that predecessor has a record (two copies of one chunk message
+    walk their generations apart: the replay family's seed 420 had one copy's generation 2 record two items ok at
+    attempt 4 while the other copy, a generation ahead, parked them failed at its last attempt; the status route
+    counted them succeeded and the export, taking any failure first, said failed). Within a generation: failures
+    first, then successes, then the items discarded unrun."""
+    by_gen: dict[int, list[Mapping[str, Any]]] = {}
+    for record in records:
+        by_gen.setdefault(int(record["gen"]), []).append(record)
+    out: dict[int, tuple[str, Any]] = {}
+    carried: dict[int, set[int]] = {}  # gen: the positions it hands to the next
+    for gen in sorted(by_gen):
+        recs = by_gen[gen]
+        allowed = carried[gen - 1] if gen - 1 in carried else {p for p in range(size) if p not in out}
+        for kind in KINDS:
+            for record in recs:
+                for p, detail in _settled(record, kind):
+                    if p in allowed:
+                        out[p] = (kind, detail)
+                        allowed.discard(p)
+        carried[gen] = {p for record in recs for p in record.get("retrying") or [] if p in allowed}
+    return out
+
+
+def _settled(record: Mapping[str, Any], kind: str) -> list[tuple[int, Any]]:
+    if kind == "failed":
+        return [(f["i"], f.get("reason")) for f in record.get("failed") or []]
+    if kind == "ok":
+        return successes(record)
+    return [(p, None) for p in record.get(kind) or []]
+
+
 def group_document(batch_id: str, records: Sequence[ResultRecord], finished_at: str) -> dict[str, Any]:
     return {"batch_id": batch_id, RECORDS: [r.to_json(finished_at) for r in records]}
 

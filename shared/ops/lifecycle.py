@@ -30,7 +30,7 @@ from typing import Any
 
 from shared.batch import lifecycle
 from shared.batch.batches import Manifest, State, is_batch_id
-from shared.batch.results import ResultEntry, newest, successes
+from shared.batch.results import ResultEntry, item_outcomes, newest
 from shared.core import layout
 from shared.core.errors import BatchConflict, NotFound, PreconditionFailed, ResourceMissing, StorageError
 from shared.core.identity import Caller
@@ -237,22 +237,19 @@ async def _window_records(results: Any, wanted: list[ResultEntry]) -> dict[int, 
 
 
 def _chunk_lines(records: list[dict[str, Any]], start: int, size: int, unstarted: bool) -> list[dict[str, Any]]:
-    """One line per item of a chunk with an outcome, by position. Should two lineages both record one item,
-    its failure counts first, then its success, then its discard (the status route's order)."""
+    """One line per item of a chunk with an outcome, by position, each by the status route's rule
+    (`results.item_outcomes`)."""
     found: dict[int, dict[str, Any]] = {}
     ids: dict[int, Any] = {}
     for record in records:
         ids.update((p, i) for p, i in record.get("ids") or [])
-    for record in records:
-        for f in record.get("failed") or []:
-            found.setdefault(f["i"], {"status": "failed", "reason": f.get("reason")})
-    for record in records:
-        for p, value in successes(record):
-            found.setdefault(p, {"status": "succeeded", "value": value})
-    for kind in ("cancelled", "expired"):
-        for record in records:
-            for p in record.get(kind) or []:
-                found.setdefault(p, {"status": kind})
+    for p, (kind, detail) in item_outcomes(records, size).items():
+        if kind == "failed":
+            found[p] = {"status": "failed", "reason": detail}
+        elif kind == "ok":
+            found[p] = {"status": "succeeded", "value": detail}
+        else:
+            found[p] = {"status": kind}
     if unstarted:  # final without its chunks run: every item without a record was cancelled
         for p in range(size):
             found.setdefault(p, {"status": "cancelled"})
