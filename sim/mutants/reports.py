@@ -57,6 +57,32 @@ def _export_line_per_record() -> Iterator[None]:
     yield from swap(lifecycle, "_chunk_lines", lines)
 
 
+@contextmanager
+def _export_takes_any_failure_first() -> Iterator[None]:
+    """The fix reverted (replay seed 420): the export says `failed` of an item any counted record holds failed,
+    whatever its generation, where the status route counts a generation only up to what its predecessor left
+    retrying (`results.item_outcomes`)."""
+
+    def lines(records: list[dict[str, Any]], start: int, size: int, unstarted: bool) -> list[dict[str, Any]]:
+        found: dict[int, dict[str, Any]] = {}
+        for record in records:
+            for f in record.get("failed") or []:
+                found.setdefault(f["i"], {"status": "failed", "reason": f.get("reason")})
+        for record in records:
+            for p, value in results.successes(record):
+                found.setdefault(p, {"status": "succeeded", "value": value})
+        for kind in ("cancelled", "expired"):
+            for record in records:
+                for p in record.get(kind) or []:
+                    found.setdefault(p, {"status": kind})
+        if unstarted:
+            for p in range(size):
+                found.setdefault(p, {"status": "cancelled"})
+        return [{"position": start + p} | found[p] for p in sorted(x for x in found if 0 <= x < size)]
+
+    yield from swap(lifecycle, "_chunk_lines", lines)
+
+
 MUTANTS = [
     Mutant("status-without-size-clamp", "e89735c (issue 18 item 7)", "the status route counts a chunk's first "
            "generation as recorded", _status_without_size_clamp,
@@ -68,4 +94,8 @@ MUTANTS = [
     Mutant("export-line-per-record", "none (made here)", "the export lists an item once per record holding it",
            _export_line_per_record, family="storage", expect="the export has",
            invariant="the export agrees with the status route"),
+    Mutant("export-takes-any-failure-first", "9f48e5b (issue 37, replay seed 420)", "the export says failed of "
+           "an item a later generation of one copy parked while an earlier generation of the other copy recorded it "
+           "ok, the status route counts it succeeded", _export_takes_any_failure_first, family="replay",
+           expect="the export has", seeds=421, invariant="the export agrees with the status route"),
 ]  # fmt: skip
