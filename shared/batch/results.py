@@ -208,11 +208,11 @@ def settled_counts(
     return out
 
 
-def item_outcomes(records: Iterable[Mapping[str, Any]], size: int) -> dict[int, tuple[str, Any]]:
+def item_outcomes(records: Sequence[Mapping[str, Any]], size: int | None) -> dict[int, tuple[str, Any]]:
     """Per position of a chunk, how it settled (a kind of KINDS) and what its record says of it (a failure's
-    reason, a success's value, None for a discard), by `settled_counts`'s
-    rule applied to positions: the results export's lines, which must agree with the status route's counts.
-    `records` are a chunk's documents as they count (`newest`, `covered`).
+    reason, a success's value, None for a discard), by `settled_counts`'s rule applied to positions: the results
+    export's lines, which agree with the status route's counts. `records` are a chunk's documents as they count
+    (`newest`, `covered`); `size` its items (None: any position a record holds).
 
     Generation by generation: the first with a record may settle any of the chunk's positions; a later one only
     those its predecessor held `retrying`, where that predecessor has a record (two copies of one chunk message
@@ -220,22 +220,64 @@ def item_outcomes(records: Iterable[Mapping[str, Any]], size: int) -> dict[int, 
     attempt 4 while the other copy, a generation ahead, parked them failed at its last attempt; the status route
     counted them succeeded and the export, taking any failure first, said failed). Within a generation: failures
     first, then successes, then the items discarded unrun."""
-    by_gen: dict[int, list[Mapping[str, Any]]] = {}
-    for record in records:
-        by_gen.setdefault(int(record["gen"]), []).append(record)
-    out: dict[int, tuple[str, Any]] = {}
+    return {p: (kind, detail) for p, (kind, detail, _) in _walk(records, size)[0].items()}
+
+
+def _walk(
+    records: Sequence[Mapping[str, Any]], size: int | None
+) -> tuple[dict[int, tuple[str, Any, int]], dict[int, int]]:
+    """`item_outcomes`, each with the index of the record that settled it; and per record, how many of the
+    positions it left retrying its generation handed on."""
+    by_gen: dict[int, list[int]] = {}
+    for n, record in enumerate(records):
+        by_gen.setdefault(int(record["gen"]), []).append(n)
+    held = ({p for r in records for p in (*settled_positions(r), *(r.get("retrying") or []))} if size is None
+            else range(size))  # fmt: skip
+    out: dict[int, tuple[str, Any, int]] = {}
+    handed: dict[int, int] = {}
     carried: dict[int, set[int]] = {}  # gen: the positions it hands to the next
     for gen in sorted(by_gen):
-        recs = by_gen[gen]
-        allowed = carried[gen - 1] if gen - 1 in carried else {p for p in range(size) if p not in out}
+        at = by_gen[gen]
+        allowed = carried[gen - 1] if gen - 1 in carried else {p for p in held if p not in out}
         for kind in KINDS:
-            for record in recs:
-                for p, detail in _settled(record, kind):
+            for n in at:
+                for p, detail in _settled(records[n], kind):
                     if p in allowed:
-                        out[p] = (kind, detail)
+                        out[p] = (kind, detail, n)
                         allowed.discard(p)
-        carried[gen] = {p for record in recs for p in record.get("retrying") or [] if p in allowed}
+        carried[gen] = set()
+        for n in at:
+            mine = {p for p in records[n].get("retrying") or [] if p in allowed} - carried[gen]
+            handed[n] = len(mine)
+            carried[gen] |= mine
+    return out, handed
+
+
+def apart(found: Iterable[ResultEntry]) -> set[int]:
+    """The chunks whose counts a listing cannot tell: a generation with two records of handled items (two copies
+    of one chunk message, a PutMessage applied twice, handled at once). Their counts come from their records
+    (`told`); any other chunk has one such record per generation and the listing's counts are its items'."""
+    seen: dict[tuple[int, int], ResultEntry] = {}
+    out: set[int] = set()
+    for e in found:
+        if e.handled and seen.setdefault((e.chunk, e.gen), e) is not e:
+            out.add(e.chunk)
     return out
+
+
+def told(chosen: Sequence[ResultEntry], docs: Sequence[Mapping[str, Any]]) -> list[ResultEntry]:
+    """A chunk's entries as they count (`newest`), each with the counts of the items its record settled by
+    `item_outcomes` (`docs`, their documents as they count, in the same order), and the items it left retrying
+    that its generation hands on: so `settled_counts` counts what the export lists."""
+    settled, handed = _walk(docs, None)
+    counts: list[dict[str, int]] = [dict.fromkeys(KINDS, 0) for _ in docs]
+    for kind, _, n in settled.values():
+        counts[n][kind] += 1
+    return [
+        replace(e, ok=c["ok"], failed=c["failed"], cancelled=c["cancelled"], expired=c["expired"],
+                retrying=handed.get(n, 0))
+        for n, (e, c) in enumerate(zip(chosen, counts, strict=True))
+    ]  # fmt: skip
 
 
 def _settled(record: Mapping[str, Any], kind: str) -> list[tuple[int, Any]]:

@@ -39,7 +39,7 @@ from shared.handlers import ChunkContext, ChunkResult, ItemOutcome, checked, is_
 from shared.services import Services
 from shared.store import batch_index, ended
 from shared.store.received import Received, epoch_ms, utcnow
-from shared.store.result_store import left_unsettled, list_entries, unsettled
+from shared.store.result_store import left_unsettled, list_counted, unsettled
 from shared.store.storage import read_bytes, read_json
 from shared.telemetry import metrics, tracing
 
@@ -261,7 +261,7 @@ class ChunkWork:
         settings = self.settings
         try:
             manifest, _ = await ended.read_manifest(self.batches, header.batch_id)
-            found = newest(await list_entries(self.s.storage.container(settings.results_container), header.batch_id))
+            found = newest(await list_counted(self.s.storage.container(settings.results_container), header.batch_id))
             failed = sum(c["failed"] for c in settled_counts(found, manifest.chunks, manifest.chunk_sizes).values())
             if manifest.ended is None and lifecycle.tripped(failed, manifest.items, manifest.max_failed_fraction):
                 state = self.s.storage.container(settings.state_container)

@@ -39,7 +39,7 @@ from shared.ops import notices
 from shared.ops.status import FINAL, batch_status, crossed_tolerance, failed_items
 from shared.services import Services
 from shared.store import batch_index, ended
-from shared.store.result_store import list_entries, read_chosen
+from shared.store.result_store import list_counted, read_chosen
 from shared.store.storage import write_json
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ async def read(
     except ResourceMissing:
         raise no_batch(batch_id) from None
     visible(manifest, caller)
-    found = await list_entries(services.storage.container(settings.results_container), batch_id)
+    found = await list_counted(services.storage.container(settings.results_container), batch_id)
     return manifest, etag, newest(found)
 
 

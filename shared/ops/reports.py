@@ -28,7 +28,7 @@ from shared.services import Services
 from shared.store import batch_index, ended, quotas
 from shared.store.fallback_state import to_view
 from shared.store.leases import queue_leases
-from shared.store.result_store import list_entries
+from shared.store.result_store import list_counted
 from shared.store.storage import read_json
 from shared.telemetry import metrics
 from shared.telemetry.activity import ACTIVITY
@@ -52,7 +52,7 @@ async def read_batch_status(services: Services, batch_id: str, caller: Caller | 
         raise no_batch(batch_id) from None
     manifest = Manifest.from_json(doc)
     visible(manifest, caller)
-    entries = await list_entries(services.storage.container(settings.results_container), batch_id)
+    entries = await list_counted(services.storage.container(settings.results_container), batch_id)
     status = batch_status(manifest, entries, datetime.now(timezone.utc))
     if status["status"] in FINAL and manifest.final_status is None:
         # Final by its records, not yet stamped: stamp it (and store its notice) first, over the manifest's ETag, so
@@ -166,7 +166,7 @@ async def read_batch_page(
     index = await batch_index.page(batches, limit, continuation, tenant)
     entries = [entry for entry in index.entries if only.in_time(entry)]
     results = services.storage.container(settings.results_container)
-    listed = await asyncio.gather(*(list_entries(results, entry.batch_id) for entry in entries))
+    listed = await asyncio.gather(*(list_counted(results, entry.batch_id) for entry in entries))
     now = datetime.now(timezone.utc)
     shown = [batch_progress(entry, found, now) for entry, found in zip(entries, listed, strict=True)]
     unsure = [n for n, entry in enumerate(entries) if progress.unsure(entry, shown[n])]

@@ -101,6 +101,27 @@ async def list_entries(container: ContainerClient, batch_id: str) -> list[Result
     return found
 
 
+async def list_counted(container: ContainerClient, batch_id: str) -> list[ResultEntry]:
+    """`list_entries` as the counts are read (the status route, the batch list, finalize, the failure
+    tolerance): a chunk whose listing cannot tell its counts (`results.apart`: two copies of its message handled
+    at once) has its records read and its entries counted by position (`results.told`), so the counts agree with
+    the export. One listing; and a read per blob of such a chunk, which a PutMessage applied twice makes."""
+    found = await list_entries(container, batch_id)
+    apart = results.apart(found)
+    if not apart:
+        return found
+    chosen = results.newest(found)
+    kept = [e for e in chosen if e.chunk not in apart]
+    for chunk in sorted(apart):
+        mine = [e for e in chosen if e.chunk == chunk]
+        docs = await read_chosen(container, mine)
+        if len(docs) != len(mine):  # a record gone from its blob: counted from the listing, as before
+            kept.extend(mine)
+            continue
+        kept.extend(results.told(mine, docs))
+    return kept
+
+
 async def unsettled(container: ContainerClient, batch_id: str, key: results.Key, positions: list[int]) -> list[int]:
     """Of `positions` (a chunk message's, about to be discarded unrun), those no record of its lineage `key` has
     settled: a delivery of it may have been recorded before its delete was lost, and an outcome once recorded

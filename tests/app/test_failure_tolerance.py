@@ -33,7 +33,7 @@ async def test_a_batch_past_its_tolerance_ends_failed_though_its_drainer_could_n
         raise StorageUnavailable("list results: injected outage")
 
     # The drainer's own check of the tolerance (right after the failing chunk is deleted) meets a storage error.
-    monkeypatch.setattr(chunks, "list_entries", unavailable)
+    monkeypatch.setattr(chunks, "list_counted", unavailable)
     event = TriggerEvent(services.settings.account_name, services.settings.work_queue, Reason.SUBMITTED)
     await route(services, event)  # the drain, then finalize, as the drain function does
 

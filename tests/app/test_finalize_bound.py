@@ -21,14 +21,14 @@ async def test_a_drains_finalize_stops_at_its_bound_and_a_status_read_finalizes_
     services = configure(publisher=RecordingPublisher())
     batches = sorted([await submit_ids(services, ["a-1", "a-2"]), await submit_ids(services, ["b-1"])])
     await drain_all(services)  # every chunk recorded; the router's finalize not run
-    listing, never = lifecycle.list_entries, asyncio.Event()
+    listing, never = lifecycle.list_counted, asyncio.Event()
 
     async def unanswered(container: Any, batch_id: str) -> Any:
         if batch_id == batches[0]:
             await never.wait()  # storage never answers this listing
         return await listing(container, batch_id)
 
-    monkeypatch.setattr(lifecycle, "list_entries", unanswered)
+    monkeypatch.setattr(lifecycle, "list_counted", unanswered)
     monkeypatch.setattr(lifecycle, "FINALIZE_S", 0.5)
     await asyncio.wait_for(lifecycle.finalize_all(services, batches), WAIT_S)
     monkeypatch.undo()
