@@ -9,8 +9,10 @@ from typing import Any
 
 from shared.batch import results
 from shared.batch.results import settled_counts
-from shared.ops import lifecycle, progress, status
-from sim.mutants.base import Mutant, swap
+from shared.engine import chunks
+from shared.ops import lifecycle, progress, reports, status
+from shared.store.result_store import list_entries
+from sim.mutants.base import Mutant, scoped, swap
 
 
 @contextmanager
@@ -83,6 +85,15 @@ def _export_takes_any_failure_first() -> Iterator[None]:
     yield from swap(lifecycle, "_chunk_lines", lines)
 
 
+@contextmanager
+def _counts_blind_to_copies() -> Iterator[None]:
+    """405e502 put back: every chunk is counted from the listing's counts, a chunk whose two copies recorded one
+    generation apart too (the status route may count an item twice, or done while its retry is still to run)."""
+    with scoped(reports, "list_counted", list_entries), scoped(lifecycle, "list_counted", list_entries):
+        with scoped(chunks, "list_counted", list_entries):
+            yield
+
+
 MUTANTS = [
     Mutant("status-without-size-clamp", "e89735c (issue 18 item 7)", "the status route counts a chunk's first "
            "generation as recorded", _status_without_size_clamp,
@@ -98,4 +109,8 @@ MUTANTS = [
            "an item a later generation of one copy parked while an earlier generation of the other copy recorded it "
            "ok, the status route counts it succeeded", _export_takes_any_failure_first, family="replay",
            expect="the export has", seeds=421, invariant="the export agrees with the status route"),
+    Mutant("counts-blind-to-copies", "405e502", "the status route, the list, finalize and the tolerance count a "
+           "chunk whose two copies recorded one generation apart from the listing's counts alone",
+           _counts_blind_to_copies, family="replay", expect="the export has",
+           invariant="the export agrees with the status route"),
 ]  # fmt: skip
