@@ -50,6 +50,9 @@ class ResultEntry:
     cancelled: int = 0
     expired: int = 0
     then: ResultEntry | None = None  # a newer discard of the lineage that settled items this record left retrying
+    # Older records of handled items of the same lineage, oldest first, where two copies of a chunk message recorded
+    # it apart (`apart`): read with it and merged by position (`merged`); set by `result_store.list_counted` only.
+    also: tuple[ResultEntry, ...] = ()
 
     @property
     def key(self) -> Key:
@@ -263,6 +266,37 @@ def apart(found: Iterable[ResultEntry]) -> set[int]:
         if e.handled and seen.setdefault((e.chunk, e.gen), e) is not e:
             out.add(e.chunk)
     return out
+
+
+def merged(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One lineage's records of handled items (oldest first) as one: each item as the newest record that settled it
+    says, or `retrying` where none did. Two copies of a chunk message carry the same lineage when they carry the
+    same first position, not always the same items (the copies family's seed 48: generation 1 of one copy held
+    items 0 and 2 ok, of the other item 0 ok; the newer record alone left item 2 pending for good)."""
+    newest_doc = dict(records[-1])
+    if len(records) == 1:
+        return newest_doc
+    settled: dict[int, tuple[str, Any]] = {}
+    ids: dict[int, Any] = {}
+    for record in records:
+        ids.update((p, i) for p, i in record.get("ids") or [])
+        for kind in KINDS:
+            settled.update((p, (kind, detail)) for p, detail in _settled(record, kind))
+    retrying = sorted({p for r in records for p in r.get("retrying") or []} - settled.keys())
+    of = {kind: sorted((p, d) for p, (k, d) in settled.items() if k == kind) for kind in KINDS}
+    values = [v for _, v in of["ok"]]
+    newest_doc |= {
+        "ok": [p for p, _ in of["ok"]],
+        "failed": [{"i": p, "reason": d} for p, d in of["failed"]],
+        "retrying": retrying,
+        "cancelled": [p for p, _ in of["cancelled"]],
+        "expired": [p for p, _ in of["expired"]],
+        "ids": sorted([p, i] for p, i in ids.items()),
+    }
+    newest_doc.pop("values", None)
+    if values.count(None) != len(values):
+        newest_doc["values"] = values
+    return newest_doc
 
 
 def told(chosen: Sequence[ResultEntry], docs: Sequence[Mapping[str, Any]]) -> list[ResultEntry]:

@@ -6,6 +6,7 @@ import asyncio
 import secrets
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -113,13 +114,19 @@ async def list_counted(container: ContainerClient, batch_id: str) -> list[Result
     chosen = results.newest(found)
     kept = [e for e in chosen if e.chunk not in apart]
     for chunk in sorted(apart):
-        mine = [e for e in chosen if e.chunk == chunk]
+        mine = [replace(e, also=_older(found, e)) for e in chosen if e.chunk == chunk]
         docs = await read_chosen(container, mine)
         if len(docs) != len(mine):  # a record gone from its blob: counted from the listing, as before
             kept.extend(mine)
             continue
         kept.extend(results.told(mine, docs))
     return kept
+
+
+def _older(found: list[ResultEntry], chosen: ResultEntry) -> tuple[ResultEntry, ...]:
+    """The records of handled items of `chosen`'s lineage older than it, oldest first."""
+    older = [e for e in found if e.key == chosen.key and e.handled and chosen.later(e)]
+    return tuple(sorted(older, key=lambda e: (e.attempt, e.blob)))
 
 
 async def unsettled(container: ContainerClient, batch_id: str, key: results.Key, positions: list[int]) -> list[int]:
@@ -160,7 +167,11 @@ async def read_chosen(
 ) -> list[dict[str, Any]]:
     """The documents of the entries `results.newest` chose (a handled record with the later discard that settled
     what it left retrying), each blob read once, at most `concurrency` at a time."""
-    names = sorted({e.blob for e in chosen} | {e.then.blob for e in chosen if e.then is not None})
+    names = sorted(
+        {e.blob for e in chosen}
+        | {e.then.blob for e in chosen if e.then is not None}
+        | {a.blob for e in chosen for a in e.also}
+    )
     gate = asyncio.Semaphore(concurrency)
 
     async def one(name: str) -> dict[str, Any]:
@@ -174,6 +185,9 @@ async def read_chosen(
         record = results.select(docs[entry.blob], entry)
         if record is None:
             continue
+        if entry.also:  # two copies recorded the lineage apart: merged by position
+            older = [results.select(docs[a.blob], a) for a in entry.also]
+            record = results.merged([*(r for r in older if r is not None), record])
         discard = results.select(docs[entry.then.blob], entry.then) if entry.then is not None else None
         records.append(results.covered(record, discard))
     return records

@@ -66,9 +66,17 @@ def entry_of(doc: dict[str, Any], n: int) -> results.ResultEntry:
 
 
 def chosen_docs(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The records that count (`results.newest`), one per lineage."""
-    by_blob = {f"blob-{n:03d}": doc for n, doc in enumerate(docs)}
-    return [by_blob[e.blob] for e in results.newest(entry_of(doc, n) for n, doc in enumerate(docs))]
+    """The records that count (`results.newest`), one per lineage, each merged with the older records of its
+    lineage where the chunk's copies recorded apart (`result_store.list_counted`, `read_chosen`)."""
+    found = [entry_of(doc, n) for n, doc in enumerate(docs)]
+    by_blob = {e.blob: doc for e, doc in zip(found, docs, strict=True)}
+    apart = results.apart(found)
+    out = []
+    for e in results.newest(found):
+        older = [by_blob[o.blob] for o in sorted(found, key=lambda o: (o.attempt, o.blob))
+                 if apart and o.key == e.key and o.handled and e.later(o)]  # fmt: skip
+        out.append(results.merged([*older, by_blob[e.blob]]))
+    return out
 
 
 def as_counted(docs: list[dict[str, Any]], size: int) -> tuple[dict[str, int], Counter[str]]:
@@ -98,13 +106,14 @@ def two_copies(draw: st.DrawFn) -> tuple[int, list[dict[str, Any]]]:
     docs: list[dict[str, Any]] = []
     for _copy in range(draw(st.integers(1, 2))):
         carried, gen, attempt = list(range(n)), 0, 1
-        while carried and attempt <= 4:
-            if draw(st.booleans()) and any(d["gen"] == gen for d in docs):  # the other copy's record: carried on
+        while carried:  # a copy's walk ends: its last attempt (4) parks what it still carries
+            # the other copy's record of this generation: carried on without a record of its own
+            if attempt < 4 and draw(st.booleans()) and any(d["gen"] == gen for d in docs):
                 mine = [d for d in docs if d["gen"] == gen][-1]
-                carried = [p for p in mine["retrying"] if p in carried]
+                carried = [p for p in carried if p not in results.settled_positions(mine)]  # `left_unsettled`'s rule
             else:
                 kinds = {p: draw(st.sampled_from(["ok", "failed", "retrying"])) for p in carried}
-                kinds = {p: ("failed" if k == "retrying" and attempt == 4 else k) for p, k in kinds.items()}
+                kinds = {p: ("failed" if k == "retrying" and attempt >= 4 else k) for p, k in kinds.items()}
                 of = {k: [p for p in carried if kinds[p] == k] for k in ("ok", "failed", "retrying")}
                 rec = ResultRecord("b", 0, gen, attempt, [(p, p) for p in of["ok"]],
                                    [Failure(p, "no") for p in of["failed"]], of["retrying"])  # fmt: skip
@@ -126,6 +135,7 @@ def test_the_export_says_of_each_item_what_a_record_holds_and_what_the_status_ro
         assert any(position in kind_positions(doc, kind) for doc in chosen), "each line as a counted record says"
     counts, lines = as_counted(docs, n)
     assert {k: lines[k] for k in results.KINDS} == {k: counts[k] for k in results.KINDS}
+    assert len(outcomes) == n, "every copy's walk ended: no item is left pending"
 
 
 def kind_positions(doc: dict[str, Any], kind: str) -> set[int]:
@@ -153,11 +163,13 @@ async def test_the_export_and_the_status_route_agree_on_a_chunk_whose_copies_wal
 
 
 @pytest.mark.timeout(60)
-async def test_a_chunk_whose_copies_recorded_one_generation_apart_is_not_counted_done_early(configure) -> None:
+async def test_a_chunk_whose_copies_recorded_one_generation_apart_counts_what_each_copy_settled(configure) -> None:
     """Found by the property above: copy 1 recorded items 0-2 and 4 ok and item 3 retrying, then its generation
-    1 recorded item 3 ok; copy 2, counted (the later record of generation 0), left item 4 retrying. The counts
-    of the listing alone said 5 of 5 succeeded, so the batch would be stamped `completed` while item 4's retry
-    was still to run; by position, item 4 is pending."""
+    1 recorded item 3 ok; copy 2 (the newer record of generation 0) recorded items 0-3 ok and item 4 retrying.
+    The listing's counts said 5 of 5 by a generation 1 that settled item 3 in item 4's place; taking the newer
+    record alone would leave item 4 pending until copy 2's retry of it. Each item counts as the newest record
+    that settled it says (`results.merged`): all five succeeded, and copy 2's retry, failing item 4 later,
+    changes nothing (an outcome once recorded never changes)."""
     services = configure(CHUNK_MAX_ITEMS="5")
     batch_id = await submit_ids(services, [f"c-{i}" for i in range(5)])
     container = await services.storage.ensure_container(services.settings.results_container)
@@ -168,12 +180,16 @@ async def test_a_chunk_whose_copies_recorded_one_generation_apart_is_not_counted
     for record in (ok(0, [0, 1, 2, 4], [3]), ok(1, [3], []), ok(0, [0, 1, 2, 3], [4])):
         await ResultWriter(container).write(record)
 
-    status = await read_batch_status(services, batch_id)
-    assert status["status"] == "processing"
-    assert (status["items"]["succeeded"], status["items"]["pending"]) == (4, 1)
-    [listed] = (await read_batch_page(services, 10, None))["batches"]
-    assert (listed["status"], listed["items"]["succeeded"]) == ("processing", 4)
-    assert await lifecycle.finalize(services, batch_id) is None, "not final while item 4 is retried"
-    manifest, _, entries = await lifecycle.read(services, batch_id)
-    lines = [line async for line in lifecycle.export(services, manifest, entries, status=None, start=0, limit=10)]
-    assert [line["position"] for line in lines] == [0, 1, 2, 3]
+    async def agreed() -> dict[str, Any]:
+        status = await read_batch_status(services, batch_id)
+        [listed] = (await read_batch_page(services, 10, None))["batches"]
+        manifest, _, entries = await lifecycle.read(services, batch_id)
+        lines = [line async for line in lifecycle.export(services, manifest, entries, status=None, start=0, limit=9)]
+        assert (listed["status"], listed["items"]["succeeded"]) == (status["status"], status["items"]["succeeded"])
+        assert [(line["position"], line["status"]) for line in lines] == [(p, "succeeded") for p in range(5)]
+        return status
+
+    status = await agreed()
+    assert (status["status"], status["items"]["succeeded"], status["items"]["pending"]) == ("completed", 5, 0)
+    await ResultWriter(container).write(ResultRecord(batch_id, 0, 1, 2, [], [Failure(4, "no")], []))
+    assert (await agreed())["status"] == "completed"
