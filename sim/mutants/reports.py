@@ -124,7 +124,7 @@ MUTANTS = [
            "chunk whose two copies recorded one generation apart from the listing's counts alone",
            _counts_blind_to_copies, family="copies", expect="pending",
            invariant="every accepted batch is complete with nothing pending once quiet (`sim.checks.final`)"),
-    Mutant("copies-newest-only", "this stop (copies seed 48)", "a lineage two copies of a chunk message "
+    Mutant("copies-newest-only", "8be8665 (copies seed 48)", "a lineage two copies of a chunk message "
            "recorded with different items counts by its newest record alone: an item only the older record "
            "settled stays pending for good",
            _copies_newest_only, family="copies", expect="pending",
