@@ -89,6 +89,9 @@ CAUGHT = [
     ("list-blind-to-the-stamp", 132),  # lifecycle: the batch list shows a stamped batch's final status (a stale cancel)
     ("held-admitted-past-budget", 734),  # lifecycle: a session ends within its budget + 60 s (a cancelled page)
     ("status-answers-unstamped-final", 1),  # stale-cancel: a final status once answered never changes (issue 37)
+    ("export-takes-any-failure-first", 956),  # copies: the export agrees with the status route (replay seed 420)
+    ("counts-blind-to-copies", 48),  # copies: every accepted batch ends with nothing pending
+    ("copies-newest-only", 48),  # copies: every accepted batch ends with nothing pending (two copies, one lineage)
 ]
 # Rows once here whose seeds moved with the world's doors and the app's changes (none fails its old seed any
 # more, checked by hand: no-look-chain 2 (now `storage` 1, its doorbells lost), receive-without-share 6,
