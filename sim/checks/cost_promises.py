@@ -58,6 +58,15 @@ def result_blobs(world: World, batch_id: str) -> dict[str, Any]:
     return {name: blob for name, blob in blobs.items() if name.startswith(prefix)}
 
 
+def apart_reads(world: World, batch_id: str) -> int:
+    """The result blobs a status read of the batch reads: those holding records of a chunk whose copies recorded
+    one generation apart (`shared.store.result_store.list_counted`), counted from what is stored now."""
+    found = [e for name, blob in result_blobs(world, batch_id).items()
+             for e in results.entries(name, blob.metadata or {}, datetime.now(timezone.utc))]  # fmt: skip
+    apart = results.apart(found)
+    return len({e.blob for e in found if e.chunk in apart})
+
+
 def _bucket(at_s: float) -> str:
     return f"{ended.PREFIX}{ended.bucket(datetime.fromtimestamp(at_s, timezone.utc))}/"
 
@@ -71,6 +80,7 @@ def cancel_cost(world: World, spent: Spent, batch_id: str, began_s: float) -> No
     aged_at = now - ended.KEEP_S - ended.BUCKET_S
     aged = max(world.marker_history.get(_bucket(aged_at + d), 0) for d in (-SKEW_S, 0.0, SKEW_S))
     stated = CANCEL_BASE + 3 * pages(len(result_blobs(world, batch_id)), page) + pages(aged, page) + aged
+    stated += 3 * apart_reads(world, batch_id)  # each status read of a chunk two copies recorded apart (list_counted)
     cost = len(spent.requests)
     if cost > stated:
         world.violate(
