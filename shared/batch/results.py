@@ -299,6 +299,12 @@ def merged(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return newest_doc
 
 
+def older(found: Iterable[ResultEntry], chosen: ResultEntry) -> tuple[ResultEntry, ...]:
+    """The records of handled items of `chosen`'s lineage older than it, oldest first (`ResultEntry.also`)."""
+    kept = [e for e in found if e.key == chosen.key and e.handled and chosen.later(e)]
+    return tuple(sorted(kept, key=lambda e: (e.attempt, e.blob)))
+
+
 def told(chosen: Sequence[ResultEntry], docs: Sequence[Mapping[str, Any]]) -> list[ResultEntry]:
     """A chunk's entries as they count (`newest`), each with the counts of the items its record settled by
     `item_outcomes` (`docs`, their documents as they count, in the same order), and the items it left retrying

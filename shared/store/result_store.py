@@ -114,19 +114,13 @@ async def list_counted(container: ContainerClient, batch_id: str) -> list[Result
     chosen = results.newest(found)
     kept = [e for e in chosen if e.chunk not in apart]
     for chunk in sorted(apart):
-        mine = [replace(e, also=_older(found, e)) for e in chosen if e.chunk == chunk]
+        mine = [replace(e, also=results.older(found, e)) for e in chosen if e.chunk == chunk]
         docs = await read_chosen(container, mine)
         if len(docs) != len(mine):  # a record gone from its blob: counted from the listing, as before
             kept.extend(mine)
             continue
         kept.extend(results.told(mine, docs))
     return kept
-
-
-def _older(found: list[ResultEntry], chosen: ResultEntry) -> tuple[ResultEntry, ...]:
-    """The records of handled items of `chosen`'s lineage older than it, oldest first."""
-    older = [e for e in found if e.key == chosen.key and e.handled and chosen.later(e)]
-    return tuple(sorted(older, key=lambda e: (e.attempt, e.blob)))
 
 
 async def unsettled(container: ContainerClient, batch_id: str, key: results.Key, positions: list[int]) -> list[int]:

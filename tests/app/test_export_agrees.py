@@ -73,8 +73,7 @@ def chosen_docs(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     apart = results.apart(found)
     out = []
     for e in results.newest(found):
-        older = [by_blob[o.blob] for o in sorted(found, key=lambda o: (o.attempt, o.blob))
-                 if apart and o.key == e.key and o.handled and e.later(o)]  # fmt: skip
+        older = [by_blob[o.blob] for o in results.older(found, e)] if apart else []
         out.append(results.merged([*older, by_blob[e.blob]]))
     return out
 
