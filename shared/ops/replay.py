@@ -27,11 +27,13 @@ from enum import Enum
 from typing import Any, Protocol
 
 from shared.batch import envelope
+from shared.batch.batches import Manifest
 from shared.core import lanes
 from shared.core.errors import (
     BatchConflict,
     BatchFinal,
     NotFound,
+    PreconditionFailed,
     ReplayConflict,
     ResourceMissing,
     StorageError,
@@ -45,7 +47,7 @@ from shared.ops.parked import Parked, from_entry
 from shared.ops.replay_marks import Parent
 from shared.ops.status import FINAL, batch_status
 from shared.services import Services
-from shared.store import poison_index, replay_claims
+from shared.store import claim_fence, poison_index, replay_claims
 from shared.store.storage import NEVER_EXPIRES, translated
 from shared.watch import lookout
 
@@ -136,6 +138,13 @@ async def replay(
                     left_why = await _replay_one(services, client, entry, parked, announcer, work_queue)
                 except ReplayConflict as e:
                     left_why = e.message
+                if isinstance(left_why, Closed):  # stamped or ended since this call judged it (its claim went back)
+                    if entry.batch_id is not None:
+                        closed[entry.batch_id] = left_why
+                    await _set_aside(services, client, entry, parked, left_why)
+                    taken.set_aside.append(message_id)
+                    set_aside += 1
+                    continue
                 if left_why is not None:
                     skipped.append({**parked.summary(), "why": left_why})
                     continue
@@ -201,13 +210,19 @@ async def _closed(services: Services, batch_id: str, known: dict[str, Closed | N
         except NotFound:
             known[batch_id] = None  # its manifest is gone (or never was): nothing to keep consistent with
         else:
-            final = manifest.final_status is not None or batch_status(manifest, entries)["status"] in FINAL
-            known[batch_id] = Closed.ENDED if manifest.ended is not None else Closed.FINAL if final else None
+            known[batch_id] = _why(manifest, batch_status(manifest, entries)["status"] in FINAL)
     return known[batch_id]
 
 
+def _why(manifest: Manifest, final: bool = False) -> Closed | None:
+    """Ended, else final (stamped, or `final` by its records), else open."""
+    if manifest.ended is not None:
+        return Closed.ENDED
+    return Closed.FINAL if final or manifest.final_status is not None else None
+
+
 async def _set_aside(services: Services, client: Any, entry: poison_index.Entry, parked: Parked, why: Closed) -> None:
-    if why is Closed.ENDED and parked.message.chunk_text is not None:  # a dead replay's claim on it goes back first
+    if parked.message.chunk_text is not None:  # a dead replay's claim on it goes back first
         await marks.give_back(services, envelope.decode(parked.message.chunk_text).header)
     state = services.storage.container(services.settings.state_container)
     await poison_index.set_aside(state, entry, f"{why.value}: set aside, never replayed")
@@ -297,8 +312,9 @@ async def _replay_one(
     parked: Parked,
     announcer: Announcer,
     partition: str,
-) -> str | None:
-    """Re-enqueue one parked chunk of `partition` to its lane and announce it; None when done, else why it was
+) -> str | Closed | None:
+    """Re-enqueue one parked chunk of `partition` to its lane and announce it; None when done, Closed when its
+    batch was stamped final or ended since the call judged it (the claim given back: set it aside), else why it was
     left parked (or, for a stale copy whose items a later attempt settled, deleted)."""
     assert parked.message.chunk_text is not None
     chunk = envelope.decode(parked.message.chunk_text)
@@ -324,7 +340,21 @@ async def _replay_one(
     # The mark is this replay's claim: a concurrent replay of the chunk (or of a duplicate parked copy) finds its
     # items retrying and leaves them. A failure before the chunk is back takes the claim back (the items are
     # failed again); a kill leaves the claim and the note, and the timer takes it over once it is CLAIM_S old.
+    # The fence (`shared.store.claim_fence`) makes the claim and a final stamp exclusive: a stamp that came
+    # first is met here, one that comes later fails on its ETag.
     work = await services.storage.ensure_queue(lane)
+    try:
+        why = await _fenced(services, chunk.header.batch_id)
+    except Exception:
+        if await marks.release(services, chunk.header, claimed):
+            await replay_claims.drop(state, note)
+        raise
+    if why is not None:
+        if await marks.release(services, chunk.header, claimed):
+            await replay_claims.drop(state, note)
+        log.warning("chunk %d of batch %s not replayed: %s since this replay judged it",
+                    chunk.header.chunk, chunk.header.batch_id, why.name.lower())  # fmt: skip
+        return why
     try:
         await announcer.before(lane)
         async with translated(f"re-enqueue to {lane}"):
@@ -341,6 +371,19 @@ async def _replay_one(
         chunk.header.chunk, chunk.header.batch_id, parked.message.info.failed, parked.queue,
     )  # fmt: skip
     return None
+
+
+async def _fenced(services: Services, batch_id: str) -> Closed | None:
+    """After a claim: the batch's manifest fenced (`shared.store.claim_fence`), and why it is closed if it is."""
+    batches = services.storage.container(services.settings.batches_container)
+    try:
+        manifest = await claim_fence.fence(batches, batch_id)
+    except PreconditionFailed:
+        raise ReplayConflict(
+            f"the manifest of batch {batch_id} kept changing while this replay claimed a chunk; replay it again",
+            batch_id=batch_id,
+        ) from None
+    return None if manifest is None else _why(manifest)
 
 
 async def _unpark(services: Services, client: Any, entry: poison_index.Entry, parked: Parked) -> None:
