@@ -51,7 +51,7 @@ FAST_WORKERS ?= 2
 test: setup
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope
 
-## make simulate SEEDS=N [START=S] [JOBS=J] [FAMILY=all|random|submit|limits|volume|priority|storage|lifecycle|idle|platform|replay|history|schedule|flood|stale-cancel|copies]: the engine in the
+## make simulate SEEDS=N [START=S] [JOBS=J] [FAMILY=all|random|submit|limits|volume|priority|storage|lifecycle|idle|platform|replay|history|schedule|flood|stale-cancel|copies|straddle]: the engine in the
 ## deterministic simulation, N seeds with faults per family (all: every family, volume N/50, history and flood N/5), and the feature reach per family (sim/);
 ## a failing seed prints its scenario and schedule; replay one with: python -m sim --seed K. The seeds run in JOBS
 ## processes (default 2; python -m sim --jobs), and print what one process prints, in seed order

@@ -27,7 +27,7 @@ import random
 from dataclasses import replace
 
 from shared.ops.replay_marks import CLAIM_S
-from sim import claim_churn, copies, history, stale_cancel, stuck
+from sim import claim_churn, copies, history, stale_cancel, straddle, stuck
 from sim.doorbell_families import flood, schedule
 from sim.doors import malformed, notice_drills, replay_time, second_parks
 from sim.host import RESULTS
@@ -84,6 +84,8 @@ def draw(seed: int, *, faults: bool = True, family: str = "random") -> Scenario:
         stale_cancel.stale_cancel(scenario, rng, instances, submits)
     elif family == "copies":
         copies.copies(scenario, rng, instances, submits)
+    elif family == "straddle":
+        straddle.straddle(scenario, rng, instances, submits)
     else:
         platform(scenario, rng, instances)
     scenario.submits.sort(key=lambda s: s.at_s)

@@ -67,6 +67,7 @@ FEATURES = (
     "schedule-retried",  # a scheduled batch answered 202 by a retry after the instance of its submit died
     "late-doorbell",  # a doorbell came after its process's closing look saw its work taken (`sim.checks.doorbells`)
     "no-outcome",  # a chunk delivered past MAX_DEQUEUE_COUNT with no outcome was parked unrun (`sim.stuck`)
+    "fenced",  # a replay's claim met a final stamp written since its call judged the batch (`sim.straddle`)
 )
 
 

@@ -35,10 +35,11 @@ MODES = ("ok", "ok", "ok", "ok", "ok", "t1", "t2", "perm")
 # of big ones and answers the drainers' looks at the ended markers late around cancels.
 # `stale-cancel` (`sim.stale_cancel`): a cancel whose read is stale when it ends its batch, under polling clients.
 # `copies` (`sim.copies`): chunk messages put twice, both copies handled, retried and parked at once.
+# `straddle` (`sim.straddle`): replays of everything, slowed by the poison index, straddling their batch's stamp.
 # `schedule` and `flood` (`sim.doorbell_families`) aim at doorbells: scheduled batches whose doorbell is deferred or
 # rung again by a keyed retry, and floods of many tenants' one-item submits behind one drain.
 FAMILIES = ("random", "submit", "limits", "volume", "priority", "storage", "lifecycle", "idle", "platform", "replay",
-            "history", "schedule", "flood", "stale-cancel", "copies")  # fmt: skip
+            "history", "schedule", "flood", "stale-cancel", "copies", "straddle")  # fmt: skip
 BASIC = FAMILIES[:6]
 SIZES = (1, 2, 5, 9, 17)
 VOLUME_SIZES = (5000, 10000, 20000)

@@ -17,6 +17,7 @@ from shared.batch import envelope
 from shared.core.events import TriggerEvent
 from shared.handlers import ChunkContext
 from sim import stuck
+from sim.checks import replays
 from sim.host import FUNCTION_TIMEOUT_S, INSTANCE, Instance, SimSyncHandler
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,8 @@ class Sessions:
             world.lapses.on_lease(instance_name, detail)
         elif operation == "QueueRead":
             world.looks.on_read(detail)
+        elif operation == "PutMessage":
+            replays.never_reopened(world, *detail)
         elif operation == "GetMessages" and instance_name is not None:
             for message_id, text in detail:
                 try:

@@ -50,6 +50,7 @@ from sim.scenario import BASIC, Scenario, Submit
 from sim.sessions import SESSION_MARGIN_S, Sessions
 from sim.storage import transport as simstorage
 from sim.storage.account import Account
+from sim.straddle import fences_heard
 from sim.stuck import STUCK_RUN_S
 
 log = logging.getLogger(__name__)
@@ -232,7 +233,13 @@ def _run(seed: int, scenario: Scenario, seen: list[World] | None) -> Outcome:
     world = World(seed, scenario)
     if seen is not None:
         seen.append(world)
-    with patched(random.Random(f"app-{seed}")), held_watched(world), routed(), routed_notices(world.receiver):
+    with (
+        patched(random.Random(f"app-{seed}")),
+        held_watched(world),
+        routed(),
+        routed_notices(world.receiver),
+        fences_heard(world),  # the `fenced` feature (`sim.straddle`)
+    ):
         asyncio.set_event_loop(world.loop)
         try:
             main = world.loop.create_task(world.drive(), context=contextvars.Context())

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shared.batch import envelope
 from shared.batch.results import settled_positions
 from shared.ops.replay_marks import CLAIM_S, CLAIMED, CLAIMED_MS
 from shared.ops.replay_takeover import MARGIN_S
@@ -24,6 +25,7 @@ from sim.checks.promises import records_of
 from sim.clock import EPOCH_S
 
 STRANDED = "a replayed chunk stranded"
+REOPENED = "a final batch reopened"
 AFTER_CLAIM_S = 60.0  # a crash or an outage within this of a claim excuses the claim left behind
 TAKEOVER_MARGIN_S = 10.0  # the instances' clocks are up to 3 s apart; a replay takes a few seconds
 
@@ -86,3 +88,20 @@ def _excused(world: World, at_s: float) -> bool:
 def _faulted(scenario: Any, began: float, ended: float) -> bool:
     """A storage fault (not a slow answer) overlapped a tick's takeover: it may have left the note for later."""
     return any(sp.kind != "slow" and sp.start_s <= ended and began <= sp.end_s for sp in scenario.storage_spans)
+
+
+def never_reopened(world: World, queue: str, text: str) -> None:
+    """As storage applies a PutMessage: a chunk put on a work queue or lane while its batch is stamped final is a
+    replay reopening it (docs/api.md, "Replay and final batches"). Only a submit, before its batch is accepted, and
+    a replay put chunks there (a retry rewrites its message, a park puts it on a poison queue)."""
+    settings = world.settings
+    if queue in {settings.poison_queue(q) for q in settings.partition_queues()}:
+        return
+    try:
+        header = envelope.decode(text).header
+    except Exception:  # not a chunk (nothing else goes there, but this check is about chunks)
+        return
+    stamp = (world.manifest(header.batch_id) or {}).get("final_status")
+    if stamp is not None:
+        world.violate(f"batch {header.batch_id[:8]} chunk {header.chunk} put on {queue} after its batch was "
+                      f"stamped {stamp} ({REOPENED})")  # fmt: skip

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
-from shared.core.errors import NotFound, ResourceMissing
+from shared.core.errors import ResourceMissing
 from shared.engine.chunks import ChunkWork
 from shared.handlers import ChunkResult, ItemOutcome, checked, is_async
 from shared.ops import lifecycle, notice_sweep, notices, replay, replay_marks
@@ -113,19 +113,14 @@ def _tolerance_judged_once() -> Iterator[None]:
 @contextmanager
 def _final_batch_replayed() -> Iterator[None]:
     """315b8a6 reverted (issue 36 item 12): a replay puts back the parked chunks of a batch already final, so a
-    batch reported `completed_with_failures` (its stamp, its one notice) reads `processing`, then something else."""
+    batch reported `completed_with_failures` (its stamp, its one notice) reads `processing`, then something else.
+    Both places that judge it go: the call's judgement of each batch and the claim's fence (only an ended batch
+    is refused)."""
 
-    async def closed(services: Any, batch_id: str, known: dict[str, Any]) -> Any:
-        if batch_id not in known:
-            try:
-                manifest, _, _ = await lifecycle.read(services, batch_id)
-            except NotFound:
-                known[batch_id] = None
-            else:
-                known[batch_id] = replay.Closed.ENDED if manifest.ended is not None else None
-        return known[batch_id]
+    def why(manifest: Any, final: bool = False) -> Any:
+        return replay.Closed.ENDED if manifest.ended is not None else None
 
-    yield from swap(replay, "_closed", closed)
+    yield from swap(replay, "_why", why)
 
 
 @contextmanager

@@ -20,6 +20,7 @@ from shared.ops.parked import from_entry
 from shared.ops.replay_request import replay_request
 from shared.services import Services
 from shared.store import poison_index
+from sim.checks.replays import REOPENED
 from sim.doors.replay_rings import LATE
 from sim.doors.replayers import STARVED, WIDER
 from sim.mutants.base import Mutant, scoped, swap
@@ -155,6 +156,19 @@ def _replay_rings_at_end() -> Iterator[None]:
         yield
 
 
+@contextmanager
+def _replay_claim_unfenced() -> Iterator[None]:
+    """The fence reverted (`shared.store.claim_fence`): a replay's claim leaves the manifest as it is, so a call that
+    judged its batch open claims and puts back a chunk of a batch stamped final since, and a finalize that listed
+    the records just before a claim stamps the batch after it (replay seed 787: `completed_with_failures` stamped,
+    the replayed items succeed, the status route says `completed`)."""
+
+    async def unfenced(services: Services, batch_id: str) -> Any:
+        return None
+
+    yield from swap(replay, "_fenced", unfenced)
+
+
 MUTANTS = [
     Mutant("closed-chunks-starve-replay", "315b8a6 (issue 36 item 5)", "a replay skips the parked chunks of final "
            "or ended batches, never deletes them and counts them against its limit", _closed_chunks_starve_replay,
@@ -169,4 +183,8 @@ MUTANTS = [
            "partitions' doorbells only once its whole call is over", _replay_rings_at_end, family="replay",
            expect=LATE, invariant="a replay announces each partition's first chunk as it goes back "
                                   "(`sim.doors.replay_rings`)"),
+    Mutant("replay-claim-unfenced", "this stop's fence (issue 37, replay seed 787)", "a replay's claim does not "
+           "touch the manifest: a stamp lands between a call's judgement and its claim, or after the claim over "
+           "an ETag read before it", _replay_claim_unfenced, family="straddle", expect=REOPENED,
+           invariant="a replay never reopens a batch stamped final (`sim.checks.replays`)"),
 ]  # fmt: skip

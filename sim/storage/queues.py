@@ -119,6 +119,8 @@ class QueueOps(ServerBase):
         )
         message.pop_receipt = self._id()[:16]
         queue.messages.append(message)
+        if self.observe is not None:
+            self.observe("PutMessage", self.caller, (name, message.text))
         xml = (
             '<?xml version="1.0" encoding="utf-8"?><QueueMessagesList><QueueMessage>'
             f"<MessageId>{message.id}</MessageId><InsertionTime>{http_date(now)}</InsertionTime>"

@@ -24,7 +24,7 @@ from shared.engine.limits import HandlerLimits
 from shared.engine.settling import Settler
 from shared.engine.wakeups import Wakeups
 from shared.intake import doorbells, submit
-from shared.ops import lifecycle, notice_sweep, notices, progress, replay_marks, status
+from shared.ops import lifecycle, notice_sweep, notices, progress, replay, replay_marks, status
 from shared.store import ended, leases
 from shared.watch import fallback, lookout
 from sim.mutants import MUTANTS, Mutant
@@ -91,6 +91,7 @@ CAUGHT = [
     ("export-takes-any-failure-first", 956),  # copies: the export agrees with the status route (replay seed 420)
     ("counts-blind-to-copies", 48),  # copies: every accepted batch ends with nothing pending
     ("copies-newest-only", 48),  # copies: every accepted batch ends with nothing pending (two copies, one lineage)
+    ("replay-claim-unfenced", 0),  # straddle: a replay never reopens a batch stamped final (replay seed 787)
 ]
 # Rows once here whose seeds moved with the world's doors and the app's changes (none fails its old seed any
 # more, checked by hand: no-look-chain 2 (now `storage` 1, its doorbells lost), receive-without-share 6,
@@ -124,6 +125,7 @@ ALONE = [
     "no-continuation-at-budget",
     "step-progress-at-its-end",
     "status-answers-unstamped-final",
+    "replay-claim-unfenced",
 ]
 BY_NAME = {m.name: m for m in MUTANTS}
 # Rows whose runs take seconds each (hundreds of virtual seconds of notice retries, replays, floods, parked chunks),
@@ -138,7 +140,7 @@ SLOW = {"notice-claim-held-for-the-delay", "notice-redelivered-past-the-deadline
         "replay-unbounded-in-time", "int-parsed-before-its-length", "replay-ids-unchecked",
         "calls-outlive-the-lease", "claim-lowered-after-write", "recorded-lineage-worked-again",
         "hung-chunk-delivered-forever", "dead-replay-left-to-a-replay", "claim-kept-at-set-aside",
-        "sync-place-given-back"}  # fmt: skip
+        "sync-place-given-back", "replay-claim-unfenced"}  # fmt: skip
 
 
 def _params(rows: list[tuple[str, int]], slow: set[tuple[str, int]]) -> list[Any]:
@@ -173,7 +175,7 @@ def _attributes() -> dict[tuple[str, str], Any]:
     owners: list[Any] = [drainer, Drainer, HeldMessages, LaneOrder, FairSlots, HandlerLimits, wakeups, Wakeups, submit,
                          progress, status, lifecycle, lookout, lookout.Chain, fallback, lane_watch, results, chunks,
                          ChunkWork, settling, Settler, leases, CommittedAttempts, notice_sweep, notices,
-                         webhooks, replay_marks, ended, serve, doorbells, DeferredTriggers]  # fmt: skip
+                         webhooks, replay_marks, ended, serve, doorbells, DeferredTriggers, replay]  # fmt: skip
     return {(repr(owner), name): value for owner in owners for name, value in vars(owner).items()}
 
 
