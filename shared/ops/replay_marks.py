@@ -156,8 +156,10 @@ async def release(services: Services, header: envelope.ChunkHeader, claimed: Cla
 
 
 async def give_back(services: Services, header: envelope.ChunkHeader) -> None:
-    """A parked chunk of an ended batch is set aside, never replayed: a dead replay's claim on its items (older than
-    CLAIM_S, nothing carrying them) would hold them pending for good and its batch `cancelling`. Its failures go
+    """A parked chunk of an ended or final batch is set aside, never replayed: a dead replay's claim on its items
+    (older than CLAIM_S, nothing carrying them) would hold them pending for good and its batch `cancelling` (or
+    `processing` under a final stamp: a finalize that listed before the claim stamped after it, and the replay died
+    before its fence). Its failures go
     back as they were (kept with the claim; one claimed before they were kept is failed with a reason that says
     so). A fresh claim is left alone: its replay's chunk, if it went back, is discarded by its drainer and records
     them. Raises StorageError (the chunk then stays parked, for the next replay or the timer)."""
