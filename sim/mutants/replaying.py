@@ -183,7 +183,7 @@ MUTANTS = [
            "partitions' doorbells only once its whole call is over", _replay_rings_at_end, family="replay",
            expect=LATE, invariant="a replay announces each partition's first chunk as it goes back "
                                   "(`sim.doors.replay_rings`)"),
-    Mutant("replay-claim-unfenced", "this stop's fence (issue 37, replay seed 787)", "a replay's claim does not "
+    Mutant("replay-claim-unfenced", "e721824 (issue 37, replay seed 787)", "a replay's claim does not "
            "touch the manifest: a stamp lands between a call's judgement and its claim, or after the claim over "
            "an ETag read before it", _replay_claim_unfenced, family="straddle", expect=REOPENED,
            invariant="a replay never reopens a batch stamped final (`sim.checks.replays`)"),

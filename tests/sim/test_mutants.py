@@ -41,7 +41,7 @@ CAUGHT = [
     ("retry-delay-in-seconds", 2),  # random: liveness from the last fault
     ("tolerance-judged-once", 0),  # lifecycle: no batch completes past its max_failed_fraction (issue 36 item 7)
     ("keyed-retry-rings-nothing", 19),  # submit: a look after a 202
-    ("final-batch-replayed", 5),  # lifecycle: a final stamp is the status route's (issue 36 item 12)
+    ("final-batch-replayed", 2),  # lifecycle: a final stamp is the status route's (issue 36 item 12)
     ("sync-judged-before-the-pool", 26),  # lifecycle: no sync call past expires_at (issue 36 items 4, 13)
     ("discard-replaces-outcome", 2),  # lifecycle: cancelled or expired only unrun (issue 36 item 2)
     ("replay-strands-chunk", 17),  # lifecycle: a replayed chunk is never stranded (issue 36 item 1)
