@@ -68,6 +68,7 @@ FEATURES = (
     "late-doorbell",  # a doorbell came after its process's closing look saw its work taken (`sim.checks.doorbells`)
     "no-outcome",  # a chunk delivered past MAX_DEQUEUE_COUNT with no outcome was parked unrun (`sim.stuck`)
     "fenced",  # a replay's claim met a final stamp written since its call judged the batch (`sim.straddle`)
+    "apart",  # two copies of a chunk message recorded one generation apart, counted by position (`sim.copies`)
 )
 
 

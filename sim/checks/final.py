@@ -9,7 +9,7 @@ from typing import Any
 from shared.core import layout
 from shared.ops import lifecycle, reports
 from shared.ops.status import FINAL
-from sim.checks import promises, replays
+from sim.checks import cost_promises, promises, replays
 
 # What the batch list shows of a batch stamped final (docs/api.md): these as they are, any other final status
 # (`cancelled`, `failed`, `expired`) as `ended`.
@@ -49,6 +49,8 @@ async def final_checks(self: World) -> None:
         if status["status"] not in finals or items["pending"]:
             self.violate(f"batch {batch_id[:8]} accepted but {status['status']} with {items['pending']} pending")
         replays.never_stranded(self, batch_id)
+        if cost_promises.apart_reads(self, batch_id):
+            self.features.add("apart")  # a chunk two copies recorded apart, counted by position (`sim.copies`)
         counted = sum(items.get(k, 0) for k in ("succeeded", "failed", "discarded", "cancelled", "expired"))
         if counted != int(manifest["items"]):
             self.violate(f"batch {batch_id[:8]}: the status route counts {items} for {manifest['items']} items")
