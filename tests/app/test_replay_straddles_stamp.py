@@ -105,6 +105,5 @@ async def test_a_finalize_that_listed_before_the_claim_stamps_nothing(
 
 
 @pytest.fixture(autouse=True)
-def _counted() -> Any:
+def _counted() -> None:
     handlers.calls.clear()
-    yield
