@@ -33,7 +33,6 @@ from shared.core.errors import (
     BatchConflict,
     BatchFinal,
     NotFound,
-    PreconditionFailed,
     ReplayConflict,
     ResourceMissing,
     StorageError,
@@ -216,9 +215,8 @@ async def _closed(services: Services, batch_id: str, known: dict[str, Closed | N
 
 def _why(manifest: Manifest, final: bool = False) -> Closed | None:
     """Ended, else final (stamped, or `final` by its records), else open."""
-    if manifest.ended is not None:
-        return Closed.ENDED
-    return Closed.FINAL if final or manifest.final_status is not None else None
+    final = final or manifest.final_status is not None
+    return Closed.ENDED if manifest.ended is not None else Closed.FINAL if final else None
 
 
 async def _set_aside(services: Services, client: Any, entry: poison_index.Entry, parked: Parked, why: Closed) -> None:
@@ -340,11 +338,15 @@ async def _replay_one(
     # The mark is this replay's claim: a concurrent replay of the chunk (or of a duplicate parked copy) finds its
     # items retrying and leaves them. A failure before the chunk is back takes the claim back (the items are
     # failed again); a kill leaves the claim and the note, and the timer takes it over once it is CLAIM_S old.
-    # The fence (`shared.store.claim_fence`) makes the claim and a final stamp exclusive: a stamp that came
-    # first is met here, one that comes later fails on its ETag.
+    # The fence (`shared.store.claim_fence`) makes the claim and a final stamp exclusive: a stamp that came first
+    # is met here (the claim goes back, the chunk aside), one that comes later fails on its ETag.
     work = await services.storage.ensure_queue(lane)
     try:
         why = await _fenced(services, chunk.header.batch_id)
+        if why is None:
+            await announcer.before(lane)
+            async with translated(f"re-enqueue to {lane}"):
+                await work.send_message(parked.message.chunk_text, time_to_live=NEVER_EXPIRES)
     except Exception:
         if await marks.release(services, chunk.header, claimed):
             await replay_claims.drop(state, note)
@@ -355,14 +357,6 @@ async def _replay_one(
         log.warning("chunk %d of batch %s not replayed: %s since this replay judged it",
                     chunk.header.chunk, chunk.header.batch_id, why.name.lower())  # fmt: skip
         return why
-    try:
-        await announcer.before(lane)
-        async with translated(f"re-enqueue to {lane}"):
-            await work.send_message(parked.message.chunk_text, time_to_live=NEVER_EXPIRES)
-    except Exception:
-        if await marks.release(services, chunk.header, claimed):
-            await replay_claims.drop(state, note)
-        raise
     await announcer.announce(lane, partition)
     await _unpark(services, client, entry, parked)
     await replay_claims.drop(state, note)
@@ -375,14 +369,7 @@ async def _replay_one(
 
 async def _fenced(services: Services, batch_id: str) -> Closed | None:
     """After a claim: the batch's manifest fenced (`shared.store.claim_fence`), and why it is closed if it is."""
-    batches = services.storage.container(services.settings.batches_container)
-    try:
-        manifest = await claim_fence.fence(batches, batch_id)
-    except PreconditionFailed:
-        raise ReplayConflict(
-            f"the manifest of batch {batch_id} kept changing while this replay claimed a chunk; replay it again",
-            batch_id=batch_id,
-        ) from None
+    manifest = await claim_fence.fence(services.storage.container(services.settings.batches_container), batch_id)
     return None if manifest is None else _why(manifest)
 
 

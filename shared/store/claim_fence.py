@@ -24,7 +24,7 @@ from azure.storage.blob.aio import ContainerClient
 
 from shared.batch.batches import Manifest
 from shared.core import layout
-from shared.core.errors import PreconditionFailed, ResourceMissing
+from shared.core.errors import PreconditionFailed, ReplayConflict, ResourceMissing
 from shared.store.storage import read_json, write_json
 
 ATTEMPTS = 5  # rewrites tried while another writer (a cancel's end, another replay's fence) changes it
@@ -32,7 +32,8 @@ ATTEMPTS = 5  # rewrites tried while another writer (a cancel's end, another rep
 
 async def fence(batches: ContainerClient, batch_id: str) -> Manifest | None:
     """Rewrite the manifest as it stands over its ETag, unless it is stamped final or ended (then it is left as
-    it is); the manifest as it stands, None if it has none. Raises PreconditionFailed when it kept changing."""
+    it is); the manifest as it stands, None if it has none. Raises ReplayConflict when it kept changing (the
+    replay gives its claim back and leaves the chunk parked)."""
     name = layout.manifest_blob(batch_id)
     for _ in range(ATTEMPTS):
         try:
@@ -47,4 +48,7 @@ async def fence(batches: ContainerClient, batch_id: str) -> Manifest | None:
         except (PreconditionFailed, ResourceMissing):
             continue
         return manifest
-    raise PreconditionFailed(f"fence batch {batch_id}", "its manifest kept changing while a replay claimed a chunk")
+    raise ReplayConflict(
+        f"the manifest of batch {batch_id} kept changing while this replay claimed a chunk; replay it again",
+        batch_id=batch_id,
+    )
