@@ -352,10 +352,12 @@ async def _replay_one(
             await replay_claims.drop(state, note)
         raise
     if why is not None:
-        if await marks.release(services, chunk.header, claimed):
-            await replay_claims.drop(state, note)
         log.warning("chunk %d of batch %s not replayed: %s since this replay judged it",
                     chunk.header.chunk, chunk.header.batch_id, why.name.lower())  # fmt: skip
+        if not await marks.release(services, chunk.header, claimed):
+            # The mark stays, and so do the note and the parked chunk: the timer's takeover sets it aside.
+            return f"its batch is {why.name.lower()}: the timer sets it aside once its claim can be taken over"
+        await replay_claims.drop(state, note)
         return why
     await announcer.announce(lane, partition)
     await _unpark(services, client, entry, parked)
