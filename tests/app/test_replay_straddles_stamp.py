@@ -107,3 +107,32 @@ async def test_a_finalize_that_listed_before_the_claim_stamps_nothing(
 @pytest.fixture(autouse=True)
 def _counted() -> None:
     handlers.calls.clear()
+
+
+async def test_a_claim_that_cannot_go_back_after_the_fence_met_a_stamp_leaves_the_chunk_parked_for_the_timer(
+    configure,
+    fixable_handler,  # noqa: F811
+    monkeypatch,
+):
+    """As the first test, but storage refuses to give the claim back: set aside, the chunk would take its claim
+    with it (the items `retrying` under a final stamp for good, the note's takeover finding nothing parked). It
+    stays parked, with its note, for the timer's takeover."""
+    from shared.store import replay_claims
+
+    async def stamp(services: Any, batch_id: str) -> None:
+        await lifecycle.finalize(services, batch_id)
+
+    async def refused(*args: Any) -> bool:
+        return False
+
+    monkeypatch.setattr(replay_marks, "release", refused)
+    services, batch_id, answer = await straddled(configure, fixable_handler, monkeypatch, stamp)
+
+    assert (answer["replayed"], answer["set_aside"]) == (0, 0), answer
+    assert [s["why"] for s in answer["skipped"]] == [
+        "its batch is final: the timer sets it aside once its claim can be taken over"
+    ]
+    assert len(await poison_messages(services)) == 1, "still parked"
+    notes = await replay_claims.listed(services.storage.container(services.settings.state_container))
+    assert len(notes) == 1, "its note stays for the takeover"
+    assert await stamp_of(services, batch_id) == "completed_with_failures"
