@@ -140,7 +140,9 @@ SLOW = {"notice-claim-held-for-the-delay", "notice-redelivered-past-the-deadline
         "replay-unbounded-in-time", "int-parsed-before-its-length", "replay-ids-unchecked",
         "calls-outlive-the-lease", "claim-lowered-after-write", "recorded-lineage-worked-again",
         "hung-chunk-delivered-forever", "dead-replay-left-to-a-replay", "claim-kept-at-set-aside",
-        "sync-place-given-back", "replay-claim-unfenced"}  # fmt: skip
+        "sync-place-given-back", "replay-claim-unfenced", "background-null-is-foreground",
+        "lease-renewed-once-per-period", "steps-sized-by-rate", "step-progress-at-its-end",
+        "held-admitted-past-budget"}  # fmt: skip
 
 
 def _params(rows: list[tuple[str, int]], slow: set[tuple[str, int]]) -> list[Any]:
